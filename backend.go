@@ -1,0 +1,138 @@
+package fencelock
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is the store a Client keeps its locks in. The redisbackend package
+// implements it for Redis (single node, Sentinel, Cluster); other stores
+// (a quorum of Redis masters, etcd) implement the same contract, which the
+// fencelocktest package checks.
+//
+// Every method makes one attempt in one round trip (Renew: one per batch) and
+// must be safe for concurrent use. A Backend belongs to one Client: the
+// Client closes it, if it implements io.Closer, when the Client is closed.
+//
+// The contract, for every lock named by Namespace and Key:
+//   - Acquire is atomic: it takes a free lock, or re-enters a lock held by
+//     the same Owner, or leaves the lock unchanged. A new acquisition mints a
+//     fencing token strictly greater than every token minted before for that
+//     lock, in the same atomic step. Re-entry keeps the fence and adds a hold.
+//     Acquire with a Token the lock already holds is a retry: it succeeds and
+//     changes nothing (no second hold), so an ambiguous timeout can be retried.
+//   - Release and Renew act only when the lock holds Token: a stale holder
+//     never disturbs a successor. Renew never re-creates a lapsed lock.
+//   - Expiry is measured by the store's clock, relative to the request (TTL),
+//     never from the client's wall clock.
+type Backend interface {
+	// Acquire makes one attempt to take the lock. A lock held by another
+	// owner is not an error: the result has Acquired false.
+	Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error)
+
+	// Release gives up the hold identified by req.Token. Result.Held is false
+	// when the lock did not hold the token (expired, taken over, or already
+	// released). When the last hold goes, waiters are woken.
+	Release(ctx context.Context, req LockRef) (ReleaseResult, error)
+
+	// Renew extends the leases of a batch of holds in one round trip. The
+	// results are in the order of reqs. An error for the whole batch (the
+	// server is unreachable) is returned as err; per-lock errors go in
+	// RenewResult.Err.
+	Renew(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error)
+
+	// TTL returns the remaining server-side lease of the hold identified by
+	// req.Token, or an error matching ErrNotHeld.
+	TTL(ctx context.Context, req LockRef) (time.Duration, error)
+}
+
+// ReleaseNotifier is implemented by backends that can tell waiters at once
+// that a lock was released (Redis pub/sub). Without it, a Client waits by
+// polling with jittered backoff, bounded by the holder's remaining lease.
+type ReleaseNotifier interface {
+	// WatchReleases registers interest in releases of the named lock. It
+	// returns once the backend is ready to deliver them (or ctx ends, or a
+	// short readiness timeout passes: a notification is a hint, the waiter
+	// keeps its fallback timer). The returned Watch delivers a value on C
+	// after a release (coalesced: one pending value at most) and must be
+	// stopped.
+	WatchReleases(ctx context.Context, namespace, key string) (*Watch, error)
+}
+
+// Watch is a registration for release notifications of one lock, made by a
+// ReleaseNotifier.
+type Watch struct {
+	// C receives a value after the watched lock is released, or when the
+	// notifier may have missed a release (reconnection). It is never closed.
+	C <-chan struct{}
+	// stop unregisters the watch; set by the notifier.
+	stop func()
+}
+
+// NewWatch is for ReleaseNotifier implementations: it makes a Watch that
+// delivers on c and calls stop (once) when the watch is stopped.
+func NewWatch(c <-chan struct{}, stop func()) *Watch { return &Watch{C: c, stop: stop} }
+
+// Stop unregisters the watch. It is safe to call more than once.
+func (w *Watch) Stop() {
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+}
+
+// LockRef names one hold of a lock.
+type LockRef struct {
+	Namespace string // prefix of every key of the lock (Client's WithNamespace)
+	Key       string // the lock's name as the user gave it
+	Token     string // the random owner token of this acquisition
+}
+
+// AcquireRequest is one acquire attempt.
+type AcquireRequest struct {
+	LockRef
+	// Owner identifies the holder for reentrancy: an acquire by the same Owner
+	// re-enters. Without WithOwner it equals Token, so nothing re-enters.
+	Owner string
+	// TTL is the lease, counted by the store from when it handles the request.
+	TTL time.Duration
+}
+
+// AcquireResult is the outcome of one acquire attempt.
+type AcquireResult struct {
+	Acquired bool
+	// Fence is the fencing token of the holding acquisition: new on a fresh
+	// acquire, the existing one on re-entry or retry. Zero when not acquired.
+	Fence int64
+	// Holds is the lock's hold count after this attempt (1 unless re-entered).
+	Holds int
+	// HolderTTL is the current holder's remaining lease when not acquired
+	// (zero if unknown or the lock has no expiry). Waiters use it to bound
+	// their fallback timer.
+	HolderTTL time.Duration
+}
+
+// ReleaseResult is the outcome of a release.
+type ReleaseResult struct {
+	// Held reports whether the lock held the token (and so was released).
+	Held bool
+	// Remaining is the number of holds left (re-entrant locks); 0 means the
+	// lock was deleted.
+	Remaining int
+}
+
+// RenewRequest extends one hold's lease.
+type RenewRequest struct {
+	LockRef
+	TTL time.Duration
+}
+
+// RenewResult is the outcome of renewing one hold.
+type RenewResult struct {
+	// Held reports whether the lock still held the token and was extended.
+	// False means the hold is gone: the caller has lost the lock.
+	Held bool
+	// Err is a per-lock failure that says nothing about ownership (the
+	// caller retries). Held is meaningless when Err is set.
+	Err error
+}

@@ -1,0 +1,230 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// SCRIPT FLUSH (as after a restart or failover) costs a round trip, never
+// a failure.
+func TestScriptFlushMidRun(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 30*time.Second)
+	stop := make(chan struct{})
+	var flushes atomic.Int64
+	var flusher, wg sync.WaitGroup
+	flusher.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+					t.Error(err)
+				}
+				flushes.Add(1)
+			}
+		}
+	})
+	for i := range 4 {
+		wg.Go(func() {
+			for range 100 {
+				err := c.Do(ctx, "flush", 150*time.Millisecond, func(ctx context.Context, lk *fencelock.Lock) error {
+					if _, err := lk.TTL(ctx); err != nil {
+						return err
+					}
+					if i == 0 {
+						time.Sleep(60 * time.Millisecond) // through a renewal
+					}
+					return lk.Refresh(ctx, 150*time.Millisecond)
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	flusher.Wait()
+	if flushes.Load() == 0 {
+		t.Fatal("no SCRIPT FLUSH happened")
+	}
+}
+
+// With the server gone, calls fail with errors within their contexts; no
+// panic, no hang.
+func TestServerDown(t *testing.T) {
+	srv, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 30*time.Second)
+	held, err := c.TryAcquire(ctx, "down", 5*time.Second, fencelock.WithAutoRenew(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	short := func() context.Context { return ctxTimeout(t, 300*time.Millisecond) }
+	start := time.Now()
+	if _, err := c.TryAcquire(short(), "down", time.Second); err == nil || errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire with the server down: %v, want a connection error", err)
+	}
+	if _, err := c.Acquire(short(), "down", time.Second); !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with the server down: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	if err := c.Do(short(), "down", time.Second, func(context.Context, *fencelock.Lock) error { return nil }); err == nil {
+		t.Fatal("Do with the server down succeeded")
+	}
+	if _, err := held.TTL(short()); err == nil {
+		t.Fatal("TTL with the server down succeeded")
+	}
+	if err := held.Refresh(short(), 5*time.Second); err == nil {
+		t.Fatal("Refresh with the server down succeeded")
+	}
+	if err := held.Release(short()); err == nil {
+		t.Fatal("Release with the server down succeeded")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("six calls with 300ms contexts took %v", d)
+	}
+}
+
+// A paused server does not hold a caller past its context, even though
+// go-redis waits for its read timeout (3s by default).
+func TestPausedServerRespectsContext(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // default timeouts
+	t.Cleanup(func() { rdb.Close() })
+	c := fencelock.New(redisbackend.New(rdb))
+	t.Cleanup(func() { srv.Resume(); c.Close() })
+	ctx := ctxTimeout(t, 30*time.Second)
+	if _, err := c.TryAcquire(ctx, "warm", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []struct {
+		name string
+		f    func(context.Context) error
+	}{
+		{"TryAcquire", func(ctx context.Context) error { _, err := c.TryAcquire(ctx, "p", time.Second); return err }},
+		{"Acquire", func(ctx context.Context) error { _, err := c.Acquire(ctx, "p", time.Second); return err }},
+	} {
+		start := time.Now()
+		err := call.f(ctxTimeout(t, 200*time.Millisecond))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want DeadlineExceeded", call.name, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s returned %v after a 200ms deadline", call.name, d)
+		}
+	}
+}
+
+// Every invalid argument gives an error that names it; none reaches Redis.
+func TestInvalidArguments(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 10*time.Second)
+	ok := func(context.Context, *fencelock.Lock) error { return nil }
+	cases := []struct {
+		name, want string
+		call       func() error
+	}{
+		{"empty key", `key ""`, func() error { _, err := c.TryAcquire(ctx, "", time.Second); return err }},
+		{"zero ttl", "ttl 0s", func() error { _, err := c.Acquire(ctx, "k", 0); return err }},
+		{"negative ttl", "ttl -1s", func() error { _, err := c.TryAcquire(ctx, "k", -time.Second); return err }},
+		{"sub-millisecond ttl", "ttl 500µs", func() error { _, err := c.TryAcquire(ctx, "k", 500*time.Microsecond); return err }},
+		{"zero renew interval", "interval 0s", func() error {
+			_, err := c.TryAcquire(ctx, "k", time.Second, fencelock.WithAutoRenew(0))
+			return err
+		}},
+		{"negative renew interval", "interval -1ms", func() error {
+			_, err := c.Acquire(ctx, "k", time.Second, fencelock.WithAutoRenew(-time.Millisecond))
+			return err
+		}},
+		{"renew interval not below ttl", "interval 1s", func() error {
+			return c.Do(ctx, "k", time.Second, ok, fencelock.WithAutoRenew(time.Second))
+		}},
+		{"negative wait", "WithWait duration -1s", func() error {
+			_, err := c.Acquire(ctx, "k", time.Second, fencelock.WithWait(-time.Second))
+			return err
+		}},
+		{"nil retry", "WithRetry strategy", func() error {
+			_, err := c.Acquire(ctx, "k", time.Second, fencelock.WithRetry(nil))
+			return err
+		}},
+		{"bad backoff", "ExponentialBackoff.Min 0s", func() error {
+			_, err := c.Acquire(ctx, "k", time.Second, fencelock.WithRetry(fencelock.ExponentialBackoff{Max: time.Second}))
+			return err
+		}},
+		{"bad backoff max", "ExponentialBackoff.Max 1ms", func() error {
+			_, err := c.Acquire(ctx, "k", time.Second, fencelock.WithRetry(fencelock.ExponentialBackoff{Min: time.Second, Max: time.Millisecond}))
+			return err
+		}},
+		{"empty owner", `owner ""`, func() error {
+			_, err := c.TryAcquire(fencelock.WithOwner(ctx, ""), "k", time.Second)
+			return err
+		}},
+		{"nil fn", "fn nil", func() error { return c.Do(ctx, "k", time.Second, nil) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, fencelock.ErrInvalidArgument) {
+				t.Fatalf("got %v, want ErrInvalidArgument", err)
+			}
+			if !contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+	if n := rdb.Exists(ctx, "lock:{k}:lock", "lock:{k}:fence").Val(); n != 0 {
+		t.Fatal("an invalid call reached Redis")
+	}
+
+	lk, err := c.TryAcquire(ctx, "valid", time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ttl := range []time.Duration{0, -time.Second, 200 * time.Millisecond} {
+		if err := lk.Refresh(ctx, ttl); !errors.Is(err, fencelock.ErrInvalidArgument) {
+			t.Errorf("Refresh(%v): %v, want ErrInvalidArgument", ttl, err)
+		}
+	}
+	if !lk.Held() {
+		t.Fatal("an invalid Refresh hurt the lock")
+	}
+
+	bad := newClient(t, rdb, fencelock.WithTokenGenerator(func() (string, error) { return "", nil }))
+	if _, err := bad.TryAcquire(ctx, "k", time.Second); !errors.Is(err, fencelock.ErrInvalidArgument) {
+		t.Fatalf("empty generated token: %v", err)
+	}
+	failing := newClient(t, rdb, fencelock.WithTokenGenerator(func() (string, error) { return "", errors.New("no entropy") }))
+	if _, err := failing.TryAcquire(ctx, "k", time.Second); err == nil || !contains(err.Error(), "no entropy") {
+		t.Fatalf("failing token generator: %v", err)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

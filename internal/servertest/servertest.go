@@ -1,0 +1,55 @@
+// Package servertest provides test helpers that run real servers, such as
+// redis-server, for the duration of a test.
+package servertest
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/fencelock/fencelock/internal/redisserver"
+)
+
+// EnvRequireServers names the environment variable that, when "1", turns a
+// missing server binary from a skipped test into a failed one (for CI).
+const EnvRequireServers = "FENCELOCK_REQUIRE_SERVERS"
+
+// logTailLines is how many server log lines a failed test logs at cleanup.
+const logTailLines = 40
+
+// RequireServers reports whether FENCELOCK_REQUIRE_SERVERS=1, i.e. whether
+// tests must fail rather than skip when a server binary is missing.
+func RequireServers() bool {
+	return os.Getenv(EnvRequireServers) == "1"
+}
+
+// Redis starts a private redis-server for the test, with args appended to
+// redisserver's defaults, and registers its Close with t.Cleanup. If the test
+// has failed by cleanup time, the last lines of the server log are logged.
+//
+// If redis-server is missing, the test is skipped, or fails when
+// RequireServers reports true; the message names the missing binary and how
+// to install it. Any other start failure fails the test.
+func Redis(t testing.TB, args ...string) *redisserver.Server {
+	t.Helper()
+	srv, err := redisserver.Start(redisserver.Options{Args: args, Logf: t.Logf})
+	if errors.Is(err, redisserver.ErrNotFound) {
+		if RequireServers() {
+			t.Fatalf("servertest: %v (%s=1, so this is a failure)", err, EnvRequireServers)
+		}
+		t.Skipf("servertest: skipping: %v (set %s=1 to fail instead)", err, EnvRequireServers)
+	}
+	if err != nil {
+		t.Fatalf("servertest: starting redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("servertest: redis-server %s log, last %d lines:\n%s",
+				srv.Addr(), logTailLines, redisserver.Tail(srv.Log(), logTailLines))
+		}
+		if err := srv.Close(); err != nil {
+			t.Errorf("servertest: closing redis-server: %v", err)
+		}
+	})
+	return srv
+}

@@ -1,0 +1,189 @@
+// Package redisbackend keeps fencelock locks in Redis, through a go-redis v9
+// UniversalClient: a single node (redis.NewClient), Sentinel
+// (redis.NewFailoverClient) or Cluster (redis.NewClusterClient).
+//
+// Each operation is one Lua script in one round trip; renewals of many locks
+// go in one pipelined round trip; waiters are woken by pub/sub. The key
+// layout is described in keys.go and in the README. Redis 6 or later.
+package redisbackend
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Backend is a fencelock.Backend on Redis. Make one per fencelock.Client:
+// the Client closes it.
+type Backend struct {
+	rdb      redis.UniversalClient
+	notifier *notifier // nil when release notifications are off
+	scripts  scriptCache
+
+	calls sync.WaitGroup // requests still running after their caller gave up
+}
+
+// Option configures a Backend.
+type Option func(*options)
+
+type options struct {
+	notifications bool
+	readyTimeout  time.Duration
+}
+
+// WithoutReleaseNotifications makes waiters poll (with jittered backoff,
+// bounded by the holder's remaining lease) instead of subscribing to release
+// messages: for proxies and managed services that do not offer pub/sub.
+func WithoutReleaseNotifications() Option {
+	return func(o *options) { o.notifications = false }
+}
+
+// New returns a Backend that uses rdb. The caller keeps ownership of rdb:
+// closing the Backend (through fencelock.Client.Close) does not close it.
+func New(rdb redis.UniversalClient, opts ...Option) *Backend {
+	o := options{notifications: true, readyTimeout: time.Second}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	b := &Backend{rdb: rdb}
+	if o.notifications {
+		b.notifier = newNotifier(rdb, o.readyTimeout)
+	}
+	return b
+}
+
+var (
+	_ fencelock.Backend         = (*Backend)(nil)
+	_ fencelock.ReleaseNotifier = (*Backend)(nil)
+)
+
+// Acquire implements fencelock.Backend.
+func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+	k := keysFor(req.Namespace, req.Key)
+	var res fencelock.AcquireResult
+	err := b.guard(ctx, func(ctx context.Context) error {
+		vals, err := b.scripts.run(ctx, b.rdb, acquireScript, []string{k.lock, k.fence},
+			req.Owner, req.Token, ms(req.TTL)).Int64Slice()
+		if err != nil {
+			return err
+		}
+		if len(vals) < 3 {
+			return fmt.Errorf("redisbackend: acquire script returned %v", vals)
+		}
+		res.Acquired, res.Fence, res.Holds = vals[0] == 1, vals[1], int(vals[2])
+		if !res.Acquired && len(vals) > 3 && vals[3] > 0 {
+			res.HolderTTL = time.Duration(vals[3]) * time.Millisecond
+		}
+		return nil
+	})
+	return res, err
+}
+
+// Release implements fencelock.Backend.
+func (b *Backend) Release(ctx context.Context, ref fencelock.LockRef) (fencelock.ReleaseResult, error) {
+	k := keysFor(ref.Namespace, ref.Key)
+	var res fencelock.ReleaseResult
+	err := b.guard(ctx, func(ctx context.Context) error {
+		left, err := b.scripts.run(ctx, b.rdb, releaseScript, []string{k.lock}, ref.Token, k.channel).Int64()
+		if err != nil {
+			return err
+		}
+		res.Held, res.Remaining = left >= 0, int(max(left, 0))
+		return nil
+	})
+	return res, err
+}
+
+// Renew implements fencelock.Backend: one pipelined round trip for the
+// batch (one per node on Cluster).
+func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	calls := make([]call, len(reqs))
+	for i, r := range reqs {
+		k := keysFor(r.Namespace, r.Key)
+		calls[i] = call{keys: []string{k.lock}, args: []any{r.Token, ms(r.TTL)}}
+	}
+	results := make([]fencelock.RenewResult, len(reqs))
+	err := b.guard(ctx, func(ctx context.Context) error {
+		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
+			n, err := cmd.Int64()
+			results[i] = fencelock.RenewResult{Held: err == nil && n == 1, Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// TTL implements fencelock.Backend.
+func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+	k := keysFor(ref.Namespace, ref.Key)
+	var pttl int64
+	err := b.guard(ctx, func(ctx context.Context) error {
+		var err error
+		pttl, err = b.scripts.run(ctx, b.rdb, ttlScript, []string{k.lock}, ref.Token).Int64()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if pttl == -2 {
+		return 0, fencelock.ErrNotHeld
+	}
+	return time.Duration(max(pttl, 0)) * time.Millisecond, nil
+}
+
+// WatchReleases implements fencelock.ReleaseNotifier with one pub/sub
+// connection shared by every waiter of the Backend.
+func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	if b.notifier == nil {
+		return nil, errNotificationsOff
+	}
+	return b.notifier.watch(ctx, keysFor(namespace, key).channel)
+}
+
+// Close stops release notifications and waits for requests that outlived
+// their callers' contexts. It does not close the Redis client.
+func (b *Backend) Close() error {
+	var err error
+	if b.notifier != nil {
+		err = b.notifier.close()
+	}
+	b.calls.Wait()
+	return err
+}
+
+// guard runs f, returning early with ctx's error when ctx ends first. go-redis
+// bounds a request by its read and write timeouts, not by the context
+// (unless ContextTimeoutEnabled is set), so without this a paused server
+// would hold the caller past its deadline. A request abandoned this way
+// finishes in the background within those timeouts; Close waits for it.
+func (b *Backend) guard(ctx context.Context, f func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return f(ctx)
+	}
+	errc := make(chan error, 1)
+	b.calls.Go(func() { errc <- f(ctx) })
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ms converts a lease to whole milliseconds for PX, rounding up so that a
+// lease is never shorter than asked.
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

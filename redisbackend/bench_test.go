@@ -1,0 +1,180 @@
+package redisbackend_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// benchTTL is the lease of every benchmark lock: long enough that expiry
+// never decides anything.
+const benchTTL = 10 * time.Second
+
+// benchClient starts a private redis-server and returns a fencelock Client
+// on it (go-redis pool of 256 connections), all closed at cleanup.
+func benchClient(b *testing.B) *fencelock.Client {
+	b.Helper()
+	srv := servertest.Redis(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 256})
+	c := fencelock.New(redisbackend.New(rdb))
+	b.Cleanup(func() {
+		c.Close()
+		rdb.Close()
+	})
+	return c
+}
+
+// benchCycle takes the uncontended lock key once and releases it.
+func benchCycle(ctx context.Context, c *fencelock.Client, key string) error {
+	lk, err := c.TryAcquire(ctx, key, benchTTL)
+	if err != nil {
+		return err
+	}
+	return lk.Release(ctx)
+}
+
+// reportOpsPerSec reports b.N over the timed part of the benchmark.
+func reportOpsPerSec(b *testing.B) {
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "ops/s")
+	}
+}
+
+// BenchmarkAcquireRelease measures uncontended TryAcquire + Release cycles:
+// each goroutine uses its own key, so every attempt succeeds and the figure
+// is the cost of two scripts and the client's bookkeeping.
+func BenchmarkAcquireRelease(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		c := benchClient(b)
+		ctx := context.Background()
+		for b.Loop() {
+			if err := benchCycle(ctx, c, "serial"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportOpsPerSec(b)
+	})
+
+	b.Run("parallel64", func(b *testing.B) {
+		c := benchClient(b)
+		ctx := context.Background()
+		// RunParallel starts parallelism × GOMAXPROCS goroutines.
+		procs := runtime.GOMAXPROCS(0)
+		b.SetParallelism((64 + procs - 1) / procs)
+		var ids atomic.Int64
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			key := fmt.Sprintf("parallel-%d", ids.Add(1))
+			for pb.Next() {
+				if err := benchCycle(ctx, c, key); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		reportOpsPerSec(b)
+	})
+}
+
+// Contended workload: contendedWorkers goroutines take one key in turn,
+// each holding it for contendedHold and pausing contendedPause before
+// asking again.
+const (
+	contendedWorkers = 16
+	contendedHold    = time.Millisecond
+	contendedPause   = time.Millisecond
+)
+
+// BenchmarkContended measures a lock handed over between waiting
+// goroutines. b.N is the total number of acquisitions, shared by the
+// workers. Besides ns/op it reports cycles/s, the time spent in Acquire
+// (p50, p99) and the fewest and most acquisitions one worker made (a low
+// minimum means starvation). It fails if two workers were ever inside the
+// critical section at once.
+func BenchmarkContended(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+
+	var (
+		remaining = int64(b.N)
+		left      atomic.Int64 // acquisitions still to make
+		inside    atomic.Int32 // workers in the critical section
+		overlaps  atomic.Int64 // times a worker found another one inside
+		mu        sync.Mutex
+		waits     []time.Duration // every Acquire's duration
+		perWorker = make([]int, contendedWorkers)
+		wg        sync.WaitGroup
+	)
+	left.Store(remaining)
+
+	b.ResetTimer()
+	for w := range contendedWorkers {
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				waits = append(waits, mine...)
+				mu.Unlock()
+			}()
+			for left.Add(-1) >= 0 {
+				start := time.Now()
+				lk, err := c.Acquire(ctx, "contended", benchTTL, fencelock.WithWait(10*time.Second))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(start))
+				perWorker[w]++
+
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(contendedHold)
+				inside.Add(-1)
+
+				if err := lk.Release(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				time.Sleep(contendedPause)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+
+	if n := overlaps.Load(); n > 0 {
+		b.Errorf("mutual exclusion violated %d times", n)
+	}
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(len(waits))/s, "cycles/s")
+	}
+	slices.Sort(waits)
+	b.ReportMetric(benchMillis(benchPercentile(waits, 0.50)), "p50-wait-ms")
+	b.ReportMetric(benchMillis(benchPercentile(waits, 0.99)), "p99-wait-ms")
+	b.ReportMetric(float64(slices.Min(perWorker)), "min-acq/worker")
+	b.ReportMetric(float64(slices.Max(perWorker)), "max-acq/worker")
+}
+
+// benchPercentile returns the p-quantile (0..1) of sorted, by the nearest-rank
+// method; zero for an empty slice.
+func benchPercentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// benchMillis converts d to fractional milliseconds.
+func benchMillis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -23,6 +23,7 @@ type Backend struct {
 	rdb      redis.UniversalClient
 	notifier *notifier // nil when release notifications are off
 	scripts  scriptCache
+	pipe     coalescer // acquire, release and TTL calls, pipelined under load
 
 	calls sync.WaitGroup // requests still running after their caller gave up
 }
@@ -33,6 +34,7 @@ type Option func(*options)
 type options struct {
 	notifications bool
 	readyTimeout  time.Duration
+	maxInflight   int
 }
 
 // WithoutReleaseNotifications makes waiters poll (with jittered backoff,
@@ -45,13 +47,14 @@ func WithoutReleaseNotifications() Option {
 // New returns a Backend that uses rdb. The caller keeps ownership of rdb:
 // closing the Backend (through fencelock.Client.Close) does not close it.
 func New(rdb redis.UniversalClient, opts ...Option) *Backend {
-	o := options{notifications: true, readyTimeout: time.Second}
+	o := options{notifications: true, readyTimeout: time.Second, maxInflight: 4}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
 	b := &Backend{rdb: rdb}
+	b.pipe = coalescer{rdb: rdb, scripts: &b.scripts, maxFlushers: o.maxInflight}
 	if o.notifications {
 		b.notifier = newNotifier(rdb, o.readyTimeout)
 	}
@@ -68,7 +71,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	k := keysFor(req.Namespace, req.Key)
 	var res fencelock.AcquireResult
 	err := b.guard(ctx, func(ctx context.Context) error {
-		vals, err := b.scripts.run(ctx, b.rdb, acquireScript, []string{k.lock, k.fence},
+		vals, err := b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence},
 			req.Owner, req.Token, ms(req.TTL)).Int64Slice()
 		if err != nil {
 			return err
@@ -90,7 +93,7 @@ func (b *Backend) Release(ctx context.Context, ref fencelock.LockRef) (fencelock
 	k := keysFor(ref.Namespace, ref.Key)
 	var res fencelock.ReleaseResult
 	err := b.guard(ctx, func(ctx context.Context) error {
-		left, err := b.scripts.run(ctx, b.rdb, releaseScript, []string{k.lock}, ref.Token, k.channel).Int64()
+		left, err := b.pipe.run(ctx, releaseScript, []string{k.lock}, ref.Token, k.channel).Int64()
 		if err != nil {
 			return err
 		}
@@ -128,7 +131,7 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 	var pttl int64
 	err := b.guard(ctx, func(ctx context.Context) error {
 		var err error
-		pttl, err = b.scripts.run(ctx, b.rdb, ttlScript, []string{k.lock}, ref.Token).Int64()
+		pttl, err = b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).Int64()
 		return err
 	})
 	if err != nil {

@@ -100,7 +100,10 @@ const (
 // workers. Besides ns/op it reports cycles/s, the time spent in Acquire
 // (p50, p99) and the fewest and most acquisitions one worker made (a low
 // minimum means starvation). It fails if two workers were ever inside the
-// critical section at once.
+// critical section at once. The workers share one Client, like the
+// goroutines of one process, so the lock mostly passes through the
+// Client's own wait queue; bench/peers --separate-clients measures the
+// hand-over between processes.
 func BenchmarkContended(b *testing.B) {
 	c := benchClient(b)
 	ctx := context.Background()

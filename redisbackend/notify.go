@@ -15,10 +15,6 @@ var (
 	errClosed           = errors.New("redisbackend: backend closed")
 )
 
-// linger is how long a channel stays subscribed after its last waiter left,
-// so that a lock contended again and again is not subscribed anew each time.
-const linger = 10 * time.Second
-
 // notifier delivers release messages to waiters over one pub/sub connection.
 // Messages are hints: a waiter always keeps a fallback timer, and after a
 // connection error every waiter is woken to try again, because a release
@@ -39,7 +35,6 @@ type channel struct {
 	watchers  map[chan struct{}]struct{}
 	ready     chan struct{} // closed once the server confirmed the subscription
 	confirmed bool
-	idleGen   int // bumped each time the channel becomes idle
 }
 
 func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifier {
@@ -91,7 +86,9 @@ func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, er
 }
 
 // unwatch removes a waiter; a channel left without waiters is unsubscribed
-// after it has been idle for linger.
+// at once. That keeps Redis's subscriber order (the order in which it
+// delivers a release message) close to the order in which processes began
+// waiting, so across processes the longest waiter tends to try first.
 func (n *notifier) unwatch(name string, wake chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -103,18 +100,8 @@ func (n *notifier) unwatch(name string, wake chan struct{}) {
 	if len(ch.watchers) > 0 || n.closed {
 		return
 	}
-	ch.idleGen++
-	gen := ch.idleGen
-	time.AfterFunc(linger, func() { n.unsubscribeIfIdle(name, ch, gen) })
-}
-
-func (n *notifier) unsubscribeIfIdle(name string, ch *channel, gen int) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed || n.channels[name] != ch || len(ch.watchers) > 0 || ch.idleGen != gen {
-		return
-	}
 	delete(n.channels, name)
+	// Under the lock, so that a new watch's SUBSCRIBE comes after this.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = n.ps.Unsubscribe(ctx, name) // on error the channel stays subscribed, harmlessly

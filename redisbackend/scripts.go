@@ -142,6 +142,16 @@ func (c *scriptCache) run(ctx context.Context, rdb redis.Scripter, s script, key
 	return cmd
 }
 
+// queue adds s to pipe: EVALSHA, or EVAL while this Backend has not sent
+// the script yet. The caller retries NOSCRIPT replies with EVAL.
+func (c *scriptCache) queue(ctx context.Context, pipe redis.Pipeliner, s script, keys []string, args ...any) *redis.Cmd {
+	if !c.sent[s.id].Load() {
+		c.sent[s.id].Store(true) // optimistic: a failed EVAL leaves NOSCRIPT to the fallback
+		return s.Eval(ctx, pipe, keys, args...)
+	}
+	return s.EvalSha(ctx, pipe, keys, args...)
+}
+
 // call is one script invocation in a pipelined batch.
 type call struct {
 	keys []string
@@ -154,18 +164,10 @@ type call struct {
 func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, s script, calls []call) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := rdb.Pipeline()
-	eval := !c.sent[s.id].Load()
 	for i, call := range calls {
-		if eval {
-			cmds[i] = s.Eval(ctx, pipe, call.keys, call.args...)
-		} else {
-			cmds[i] = s.EvalSha(ctx, pipe, call.keys, call.args...)
-		}
+		cmds[i] = c.queue(ctx, pipe, s, call.keys, call.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are in the commands
-	if eval && cmds[0].Err() == nil {
-		c.sent[s.id].Store(true)
-	}
 
 	var missing []int
 	for i, cmd := range cmds {

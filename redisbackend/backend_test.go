@@ -1,0 +1,155 @@
+package redisbackend_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+func newBackend(t *testing.T, opts ...redisbackend.Option) (*redisbackend.Backend, *redis.Client) {
+	t.Helper()
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	b := redisbackend.New(rdb, opts...)
+	t.Cleanup(func() { b.Close() })
+	return b, rdb
+}
+
+func acquireReq(key, token, owner string, ttl time.Duration) fencelock.AcquireRequest {
+	return fencelock.AcquireRequest{
+		LockRef: fencelock.LockRef{Namespace: "t", Key: key, Token: token},
+		Owner:   owner,
+		TTL:     ttl,
+	}
+}
+
+// A retried acquire with the same token (its first reply was lost) succeeds
+// without a second hold or a new fence.
+func TestAcquireRetryIsIdempotent(t *testing.T) {
+	b, rdb := newBackend(t)
+	ctx := context.Background()
+	req := acquireReq("k", "tok1", "tok1", time.Second)
+	first, err := b.Acquire(ctx, req)
+	if err != nil || !first.Acquired {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	rdb.PExpire(ctx, "t:{k}:lock", 100*time.Millisecond) // time passed before the retry
+	again, err := b.Acquire(ctx, req)
+	if err != nil || !again.Acquired || again.Fence != first.Fence || again.Holds != 1 {
+		t.Fatalf("retry: %+v %v, want acquired, fence %d, 1 hold", again, err, first.Fence)
+	}
+	if pttl := rdb.PTTL(ctx, "t:{k}:lock").Val(); pttl < 900*time.Millisecond {
+		t.Fatalf("the retry did not restore the lease: PTTL %v", pttl)
+	}
+	res, err := b.Release(ctx, req.LockRef)
+	if err != nil || !res.Held || res.Remaining != 0 {
+		t.Fatalf("release: %+v %v", res, err)
+	}
+	if rdb.Exists(ctx, "t:{k}:lock").Val() != 0 {
+		t.Fatal("one release after a retried acquire left the lock")
+	}
+}
+
+func TestReentryAndRetryOfReentry(t *testing.T) {
+	b, rdb := newBackend(t)
+	ctx := context.Background()
+	outer, _ := b.Acquire(ctx, acquireReq("r", "a", "owner", 10*time.Second))
+	inner := acquireReq("r", "b", "owner", time.Second)
+	r1, _ := b.Acquire(ctx, inner)
+	r2, _ := b.Acquire(ctx, inner) // retry of the re-entry
+	if !r1.Acquired || r1.Fence != outer.Fence || r1.Holds != 2 || r2.Holds != 2 {
+		t.Fatalf("re-entry %+v, retry %+v; outer fence %d", r1, r2, outer.Fence)
+	}
+	if pttl := rdb.PTTL(ctx, "t:{r}:lock").Val(); pttl < 9*time.Second {
+		t.Fatalf("re-entry with a shorter ttl shortened the lease to %v", pttl)
+	}
+	other, _ := b.Acquire(ctx, acquireReq("r", "c", "someone else", time.Second))
+	if other.Acquired || other.HolderTTL < 9*time.Second {
+		t.Fatalf("other owner: %+v", other)
+	}
+	if res, _ := b.Release(ctx, inner.LockRef); !res.Held || res.Remaining != 1 {
+		t.Fatalf("inner release: %+v", res)
+	}
+	if res, _ := b.Release(ctx, inner.LockRef); res.Held {
+		t.Fatalf("second release of the same hold: %+v, want not held", res)
+	}
+	if res, _ := b.Release(ctx, fencelock.LockRef{Namespace: "t", Key: "r", Token: "a"}); !res.Held || res.Remaining != 0 {
+		t.Fatalf("outer release: %+v", res)
+	}
+}
+
+func TestRenewNeverRecreates(t *testing.T) {
+	b, rdb := newBackend(t)
+	ctx := context.Background()
+	req := acquireReq("n", "tok", "tok", time.Second)
+	if _, err := b.Acquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	renew := []fencelock.RenewRequest{{LockRef: req.LockRef, TTL: 5 * time.Second}}
+	res, err := b.Renew(ctx, renew)
+	if err != nil || !res[0].Held {
+		t.Fatalf("renew: %+v %v", res, err)
+	}
+	if pttl := rdb.PTTL(ctx, "t:{n}:lock").Val(); pttl < 4*time.Second {
+		t.Fatalf("PTTL after renew %v", pttl)
+	}
+	rdb.Del(ctx, "t:{n}:lock")
+	res, err = b.Renew(ctx, renew)
+	if err != nil || res[0].Held {
+		t.Fatalf("renew of a deleted lock: %+v %v, want not held", res, err)
+	}
+	if rdb.Exists(ctx, "t:{n}:lock").Val() != 0 {
+		t.Fatal("renew re-created the lock")
+	}
+	if _, err := b.TTL(ctx, req.LockRef); !errors.Is(err, fencelock.ErrNotHeld) {
+		t.Fatalf("TTL of a gone lock: %v", err)
+	}
+}
+
+// Another token never releases or renews the lock.
+func TestWrongTokenChangesNothing(t *testing.T) {
+	b, rdb := newBackend(t)
+	ctx := context.Background()
+	req := acquireReq("w", "mine", "mine", time.Second)
+	b.Acquire(ctx, req)
+	thief := fencelock.LockRef{Namespace: "t", Key: "w", Token: "not-mine"}
+	if res, _ := b.Release(ctx, thief); res.Held {
+		t.Fatal("released with the wrong token")
+	}
+	if res, _ := b.Renew(ctx, []fencelock.RenewRequest{{LockRef: thief, TTL: time.Minute}}); res[0].Held {
+		t.Fatal("renewed with the wrong token")
+	}
+	if pttl := rdb.PTTL(ctx, "t:{w}:lock").Val(); pttl > time.Second || pttl <= 0 {
+		t.Fatalf("PTTL %v: the wrong token changed the lease", pttl)
+	}
+}
+
+// Without pub/sub, waiters poll, bounded by the holder's lease.
+func TestWithoutReleaseNotifications(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	c := fencelock.New(redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications()))
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lk, err := c.TryAcquire(ctx, "poll", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { lk.Release(context.Background()) })
+	next, err := c.Acquire(ctx, "poll", time.Second, fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 50 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Fence() <= lk.Fence() {
+		t.Fatal("fence did not increase")
+	}
+}

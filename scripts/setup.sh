@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what fencelock's demo and tests need and that a fresh Debian or
+# Ubuntu machine with Go may lack: redis-server. Idempotent; uses sudo when
+# not root. (Later: PostgreSQL for the SQL stores.)
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: please install: ${need[*]} (no apt-get on this machine)" >&2
+  exit 1
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "setup: installing ${need[*]}" >&2
+$sudo apt-get update -qq >&2
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >&2
+# The package may start a system-wide redis on 6379; fencelock's tests and
+# demo start their own servers on free ports and do not use it.

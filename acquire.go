@@ -28,7 +28,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	}
 	lk, res, err := c.attempt(ctx, req, cfg)
 	if err != nil {
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrInvalidArgument) {
 			c.releaseOrphan(req.LockRef)
 		}
 		return nil, lockError("acquire", key, err)
@@ -179,6 +179,9 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 				return lk, nil
 			}
 			if err != nil {
+				if errors.Is(err, ErrInvalidArgument) {
+					return nil, lockError("acquire", req.Key, err) // the backend refused the names
+				}
 				if errors.Is(err, ErrClosed) {
 					break
 				}

@@ -68,6 +68,9 @@ var (
 
 // Acquire implements fencelock.Backend.
 func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+	if err := checkNames(req.Namespace, req.Key); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
 	k := keysFor(req.Namespace, req.Key)
 	var res fencelock.AcquireResult
 	err := b.guard(ctx, func(ctx context.Context) error {

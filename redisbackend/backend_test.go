@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,37 @@ func TestWithoutReleaseNotifications(t *testing.T) {
 	}
 	if next.Fence() <= lk.Fence() {
 		t.Fatal("fence did not increase")
+	}
+}
+
+// Names that would break the Cluster hash tag are refused with an error
+// naming them, at once, also by a waiting Acquire.
+func TestNamesThatBreakTheHashTag(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ ns, key, want string }{
+		{"lock", "}x", `key "}x"`},
+		{"x{}", "k", `namespace "x{}"`},
+		{"a}b", "k", `namespace "a}b"`},
+	} {
+		c := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace(tc.ns))
+		_, err := c.Acquire(ctx, tc.key, time.Second)
+		if !errors.Is(err, fencelock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("namespace %q key %q: %v, want an invalid-argument error naming %s", tc.ns, tc.key, err, tc.want)
+		}
+		c.Close()
+	}
+	// Braces elsewhere in a key are fine: the tag stays non-empty.
+	c := fencelock.New(redisbackend.New(rdb))
+	defer c.Close()
+	for _, key := range []string{"a}b", "{x}", "x{", "{}"} {
+		lk, err := c.TryAcquire(ctx, key, time.Second)
+		if err != nil {
+			t.Fatalf("key %q: %v", key, err)
+		}
+		lk.Release(ctx)
 	}
 }

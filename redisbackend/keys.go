@@ -1,5 +1,11 @@
 package redisbackend
 
+import (
+	"strings"
+
+	"github.com/fencelock/fencelock"
+)
+
 // Key layout. For a lock named KEY in namespace NS (fencelock.WithNamespace,
 // default "lock"):
 //
@@ -18,6 +24,22 @@ package redisbackend
 //	redis-cli HGETALL 'lock:{orders:42}:lock'
 //	redis-cli PTTL    'lock:{orders:42}:lock'
 //	redis-cli GET     'lock:{orders:42}:fence'
+
+// checkNames refuses names that would break the hash tag: a namespace with a
+// brace (it would start or end the tag early) and a key starting with '}'
+// (the tag would be empty, so Redis would hash each full name on its own,
+// and Cluster would refuse the scripts with CROSSSLOT).
+func checkNames(namespace, key string) error {
+	if strings.ContainsAny(namespace, "{}") {
+		return &fencelock.InvalidArgumentError{Name: "namespace", Value: namespace,
+			Reason: "must not contain '{' or '}' with the Redis backend (they delimit the Cluster hash tag)"}
+	}
+	if strings.HasPrefix(key, "}") {
+		return &fencelock.InvalidArgumentError{Name: "key", Value: key,
+			Reason: "must not begin with '}' with the Redis backend (the Cluster hash tag would be empty)"}
+	}
+	return nil
+}
 
 // lockKeys are the names one lock uses.
 type lockKeys struct {

@@ -184,3 +184,21 @@ func TestRenewalsAreBatched(t *testing.T) {
 	}
 	t.Logf("%d renewals in %d round trips", cmds, pipelines)
 }
+
+// A panic in Do's function releases the lock and goes on up.
+func TestDoReleasesOnPanic(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 10*time.Second)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the panic to go on", r)
+			}
+		}()
+		c.Do(ctx, "panics", time.Minute, func(context.Context, *fencelock.Lock) error { panic("boom") })
+	}()
+	if n := rdb.Exists(ctx, "lock:{panics}:lock").Val(); n != 0 {
+		t.Fatal("the lock stayed after a panic in Do")
+	}
+}

@@ -112,13 +112,18 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 // completed by the next one instead of leaving an orphan hold.
 func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg acquireConfig) (*Lock, error) {
 	start := time.Now()
-	ctx, cancel := context.WithCancelCause(parent)
+	// first is the context of the first attempt: the caller's, ended by
+	// Close too. ctx adds the WithWait bound, for the waiting and the later
+	// attempts; a wait of 0 (or shorter than a round trip) still makes one
+	// whole attempt.
+	first, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
 	defer stopOnClose()
+	ctx := first
 	if cfg.waitSet {
 		var cancelWait context.CancelFunc
-		ctx, cancelWait = context.WithTimeoutCause(ctx, cfg.wait, errWaitElapsed)
+		ctx, cancelWait = context.WithTimeoutCause(first, cfg.wait, errWaitElapsed)
 		defer cancelWait()
 	}
 
@@ -151,7 +156,9 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 
 	// Goroutines of this Client already waiting for the key go first; a
 	// re-entrant owner never waits behind them (it may hold the lock).
-	if _, reentrant := OwnerFromContext(parent); !reentrant && c.queues.waiting(req.Key) {
+	// WithWait(0) asks for one attempt: it does not line up either.
+	noWait := cfg.waitSet && cfg.wait == 0
+	if _, reentrant := OwnerFromContext(parent); !reentrant && !noWait && c.queues.waiting(req.Key) {
 		place = c.queues.join(req.Key)
 	}
 
@@ -173,7 +180,11 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		if !skip {
 			drain(wake) // this attempt covers every release notified so far
 			attempts++
-			lk, res, err := c.attempt(ctx, req, cfg)
+			attemptCtx := ctx
+			if attempts == 1 {
+				attemptCtx = first
+			}
+			lk, res, err := c.attempt(attemptCtx, req, cfg)
 			if lk != nil {
 				acquired = lk
 				return lk, nil
@@ -192,7 +203,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 			} else {
 				holderTTL = res.HolderTTL
 			}
-			if ctx.Err() != nil || (cfg.waitSet && cfg.wait == 0) {
+			if ctx.Err() != nil || noWait {
 				break
 			}
 			if place == nil {

@@ -117,6 +117,20 @@ func TestWaitEnds(t *testing.T) {
 			t.Fatalf("want a NotAcquiredError with several attempts, got %#v", err)
 		}
 	})
+	t.Run("WithWait(0) and a tiny wait take a free lock", func(t *testing.T) {
+		for _, wait := range []time.Duration{0, time.Nanosecond} {
+			lk, err := waiter.Acquire(ctx, "free", time.Second, fencelock.WithWait(wait))
+			if err != nil {
+				t.Fatalf("WithWait(%v) on a free key: %v", wait, err)
+			}
+			lk.Release(ctx)
+			ran := false
+			err = waiter.Do(ctx, "free", time.Second, func(context.Context, *fencelock.Lock) error { ran = true; return nil }, fencelock.WithWait(wait))
+			if err != nil || !ran {
+				t.Fatalf("Do with WithWait(%v) on a free key: %v", wait, err)
+			}
+		}
+	})
 	t.Run("WithWait(0) is one attempt", func(t *testing.T) {
 		_, err := waiter.Acquire(ctx, "busy", time.Second, fencelock.WithWait(0))
 		var na *fencelock.NotAcquiredError

@@ -25,6 +25,8 @@ type Backend struct {
 	scripts  scriptCache
 	pipe     coalescer // acquire, release and TTL calls, pipelined under load
 
+	counterExpiry time.Duration // 0: fence counters never expire
+
 	calls sync.WaitGroup // requests still running after their caller gave up
 }
 
@@ -35,6 +37,7 @@ type options struct {
 	notifications bool
 	readyTimeout  time.Duration
 	maxInflight   int
+	counterExpiry time.Duration
 }
 
 // WithoutReleaseNotifications makes waiters poll (with jittered backoff,
@@ -42,6 +45,19 @@ type options struct {
 // messages: for proxies and managed services that do not offer pub/sub.
 func WithoutReleaseNotifications() Option {
 	return func(o *options) { o.notifications = false }
+}
+
+// WithFenceCounterExpiry lets a lock's fence counter key expire after d
+// without an acquisition (by default it never expires). Use it when locks
+// are made per request or per user, so that their counters do not pile up.
+//
+// Fences stay strictly increasing: a new counter starts at the server's
+// clock in microseconds, and every earlier fence was at most the clock of
+// its own acquisition (a script takes longer than a microsecond). The one
+// condition is that the server's clock never steps back by more than d; a
+// day (24h) leaves a wide margin. A d of zero or less keeps counters forever.
+func WithFenceCounterExpiry(d time.Duration) Option {
+	return func(o *options) { o.counterExpiry = max(d, 0) }
 }
 
 // New returns a Backend that uses rdb. The caller keeps ownership of rdb:
@@ -53,7 +69,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 			opt(&o)
 		}
 	}
-	b := &Backend{rdb: rdb}
+	b := &Backend{rdb: rdb, counterExpiry: o.counterExpiry}
 	b.pipe = coalescer{rdb: rdb, scripts: &b.scripts, maxFlushers: o.maxInflight}
 	if o.notifications {
 		b.notifier = newNotifier(rdb, o.readyTimeout)
@@ -75,7 +91,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	var res fencelock.AcquireResult
 	err := b.guard(ctx, func(ctx context.Context) error {
 		vals, err := b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence},
-			req.Owner, req.Token, ms(req.TTL)).Int64Slice()
+			req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry)).Int64Slice()
 		if err != nil {
 			return err
 		}

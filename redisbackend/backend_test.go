@@ -186,3 +186,29 @@ func TestNamesThatBreakTheHashTag(t *testing.T) {
 		lk.Release(ctx)
 	}
 }
+
+// With WithFenceCounterExpiry the counter expires when idle, and fences
+// still increase after it has gone.
+func TestFenceCounterExpiry(t *testing.T) {
+	b, rdb := newBackend(t, redisbackend.WithFenceCounterExpiry(time.Hour))
+	ctx := context.Background()
+	first, err := b.Acquire(ctx, acquireReq("e", "a", "a", time.Second))
+	if err != nil || !first.Acquired {
+		t.Fatal(first, err)
+	}
+	if ttl := rdb.PTTL(ctx, "t:{e}:fence").Val(); ttl < 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("counter PTTL %v, want about an hour", ttl)
+	}
+	b.Release(ctx, fencelock.LockRef{Namespace: "t", Key: "e", Token: "a"})
+	rdb.Del(ctx, "t:{e}:fence") // as if it had expired
+	second, err := b.Acquire(ctx, acquireReq("e", "b", "b", time.Second))
+	if err != nil || second.Fence <= first.Fence {
+		t.Fatalf("fence after the counter expired: %d, want above %d (%v)", second.Fence, first.Fence, err)
+	}
+	// Without the option the counter never expires.
+	plain, rdb2 := newBackend(t)
+	plain.Acquire(ctx, acquireReq("e", "a", "a", time.Second))
+	if ttl := rdb2.PTTL(ctx, "t:{e}:fence").Val(); ttl != -1 {
+		t.Fatalf("counter PTTL %v without the option, want none", ttl)
+	}
+}

@@ -13,7 +13,7 @@ import (
 // acquireScript takes a free lock, re-enters a lock held by the same owner,
 // or reports the holder's remaining lease.
 //
-//	KEYS: lock, fence counter    ARGV: owner, token, ttl (ms)
+//	KEYS: lock, fence counter    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none)
 //	returns {1, fence, holds} when held, {0, 0, 0, holder pttl} when not.
 //
 // The fencing token is minted in the same step as the acquire: one more than
@@ -22,7 +22,7 @@ import (
 // long as the server's clock does not step back.
 var acquireScript = newScript(`
 local lock, counter = KEYS[1], KEYS[2]
-local owner, hold, ttl = ARGV[1], 't:' .. ARGV[2], tonumber(ARGV[3])
+local owner, hold, ttl, counterTTL = ARGV[1], 't:' .. ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local holder = redis.call('HGET', lock, 'owner')
 if not holder then
@@ -32,6 +32,9 @@ if not holder then
   if fence < floor then
     fence = floor
     redis.call('SET', counter, string.format('%d', fence))
+  end
+  if counterTTL > 0 then
+    redis.call('PEXPIRE', counter, counterTTL)
   end
   redis.call('HSET', lock, 'owner', owner, 'fence', string.format('%d', fence), 'holds', '1', hold, '1')
   redis.call('PEXPIRE', lock, ttl)

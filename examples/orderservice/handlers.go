@@ -1,0 +1,422 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock/idempotency"
+)
+
+// Headers the API reads or sets.
+const (
+	HeaderRequestID = "X-Request-Id"
+	HeaderReplayed  = "Idempotent-Replayed" // "true" on a replayed response
+)
+
+// Error codes of the API: stable, for clients to switch on.
+const (
+	CodeInvalidJSON       = "invalid_json"
+	CodeInvalidProduct    = "invalid_product"
+	CodeInvalidProductID  = "invalid_product_id"
+	CodeInvalidCount      = "invalid_count"
+	CodeMissingRequestNo  = "missing_request_no"
+	CodeNotFound          = "not_found"
+	CodeProductNotFound   = "product_not_found"
+	CodeMethodNotAllowed  = "method_not_allowed"
+	CodeInsufficientStock = "insufficient_stock"
+	CodeInProgress        = "in_progress"
+	CodeBusy              = "busy"
+	CodeLockLost          = "lock_lost"
+	CodeUnavailable       = "unavailable"
+	CodeInternal          = "internal"
+	CodeClientClosed      = "client_closed_request" // status 499: the client went away first
+)
+
+// maxCount bounds the count of one deduction or order.
+const maxCount = 1_000_000
+
+// APIError is the body of every error response.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error returns "code: message".
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+func apiError(status int, code, format string, args ...any) *APIError {
+	return &APIError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Handler returns the HTTP API.
+func (a *App) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/products", a.handleCreateProduct)
+	mux.HandleFunc("GET /api/products/{id}", a.handleGetProduct)
+	mux.HandleFunc("POST /api/stock/{id}/deduct", a.handleDeduct)
+	mux.HandleFunc("POST /api/orders", a.handleCreateOrder)
+	mux.HandleFunc("GET /healthz", a.handleHealth)
+	mux.Handle("GET /metrics", a.metrics)
+	return a.middleware(mux)
+}
+
+// requestIDKey is the context key of the request id.
+type requestIDKey struct{}
+
+// RequestID returns the request id of ctx, set by the middleware.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// middleware gives every request an id (X-Request-Id, from the request if it
+// carries a sensible one), answers unknown routes and methods with JSON
+// errors, recovers panics, counts the response in the metrics and logs it.
+func (a *App) middleware(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(HeaderRequestID)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(HeaderRequestID, id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		sw := &statusWriter{ResponseWriter: w}
+
+		h, route := mux.Handler(r)
+		if route == "" {
+			// No route: let the mux decide between 404 and 405 (and the
+			// Allow header), but answer in JSON.
+			route = "unmatched"
+			h = jsonMuxError(h)
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				a.log.Error("panic", "request_id", id, "panic", fmt.Sprint(p))
+				if !sw.wrote {
+					writeError(sw, apiError(http.StatusInternalServerError, CodeInternal, "internal error"))
+				}
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			a.metrics.ObserveRequest(route, status)
+			a.log.Info("http", "request_id", id, "method", r.Method, "route", route, "path", r.URL.Path,
+				"status", status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		}()
+		if route == "unmatched" {
+			h.ServeHTTP(sw, r)
+			return
+		}
+		mux.ServeHTTP(sw, r) // sets r.PathValue
+	})
+}
+
+// jsonMuxError runs the mux's own 404 or 405 handler to learn the status and
+// headers, and answers with a JSON error instead of its text.
+func jsonMuxError(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &headerRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		switch rec.status {
+		case http.StatusMethodNotAllowed:
+			writeError(w, apiError(rec.status, CodeMethodNotAllowed, "method %s not allowed for %s", r.Method, r.URL.Path))
+		case http.StatusNotFound, 0:
+			writeError(w, apiError(http.StatusNotFound, CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+		default: // redirects and the like: pass them on
+			for k, v := range rec.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.status)
+		}
+	})
+}
+
+// headerRecorder records a status and headers, and discards the body.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (h *headerRecorder) WriteHeader(status int) {
+	if h.status == 0 {
+		h.status = status
+	}
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusWriter) WriteHeader(status int) {
+	if !s.wrote {
+		s.status, s.wrote = status, true
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.status, s.wrote = http.StatusOK, true
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// validRequestID accepts ids of 1 to 128 visible ASCII characters.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// newRequestID returns 16 random bytes in hex.
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// handleCreateProduct: POST /api/products {"name": "...", "stock": N} → 201.
+func (a *App) handleCreateProduct(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name  string `json:"name"`
+		Stock *int64 `json:"stock"`
+	}
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if strings.TrimSpace(body.Name) == "" {
+		body.Name = "product"
+	}
+	if body.Stock == nil {
+		writeError(w, apiError(http.StatusBadRequest, CodeInvalidProduct, "missing stock: want an integer >= 0"))
+		return
+	}
+	if *body.Stock < 0 {
+		writeError(w, apiError(http.StatusBadRequest, CodeInvalidProduct, "invalid stock %d: must not be negative", *body.Stock))
+		return
+	}
+	p, err := a.store.CreateProduct(r.Context(), body.Name, *body.Stock)
+	if err != nil {
+		a.internalError(w, r, err)
+		return
+	}
+	a.log.Info("product created", "request_id", RequestID(r.Context()), "product_id", p.ID, "stock", p.Stock)
+	writeJSON(w, http.StatusCreated, p)
+}
+
+// handleGetProduct: GET /api/products/{id} → 200, 400, 404.
+func (a *App) handleGetProduct(w http.ResponseWriter, r *http.Request) {
+	id, apiErr := productID(r.PathValue("id"))
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	p, err := a.store.Product(r.Context(), id)
+	if err != nil {
+		a.writeDomainError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// handleDeduct: POST /api/stock/{id}/deduct?count=N → 200 with the order,
+// 400 (bad id or count), 404, 409 insufficient_stock, 503 busy or lock_lost.
+func (a *App) handleDeduct(w http.ResponseWriter, r *http.Request) {
+	id, apiErr := productID(r.PathValue("id"))
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	q := r.URL.Query()
+	if !q.Has("count") {
+		writeError(w, apiError(http.StatusBadRequest, CodeInvalidCount, "missing query parameter count: want an integer from 1 to %d", maxCount))
+		return
+	}
+	count, apiErr := parseCount(q.Get("count"))
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	o, err := a.Deduct(r.Context(), Deduction{ProductID: id, Count: count, RequestID: RequestID(r.Context())})
+	if err != nil {
+		a.writeDomainError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// handleCreateOrder: POST /api/orders {"requestNo", "productId", "count"} →
+// 201 with the order (replayed identically for duplicates, with
+// Idempotent-Replayed: true), 400, 404, 409 insufficient_stock or
+// in_progress, 503 busy or lock_lost.
+func (a *App) handleCreateOrder(w http.ResponseWriter, r *http.Request) {
+	var req CreateOrderRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if strings.TrimSpace(req.RequestNo) == "" {
+		writeError(w, apiError(http.StatusBadRequest, CodeMissingRequestNo, "missing requestNo: the client must send the same non-blank request number with every retry of one order"))
+		return
+	}
+	if len(req.RequestNo) > 128 {
+		writeError(w, apiError(http.StatusBadRequest, CodeMissingRequestNo, "invalid requestNo: longer than 128 bytes"))
+		return
+	}
+	if req.ProductID <= 0 {
+		writeError(w, apiError(http.StatusBadRequest, CodeInvalidProductID, "invalid productId %d: must be a positive integer", req.ProductID))
+		return
+	}
+	if req.Count <= 0 || req.Count > maxCount {
+		writeError(w, apiError(http.StatusBadRequest, CodeInvalidCount, "invalid count %d: want an integer from 1 to %d", req.Count, maxCount))
+		return
+	}
+	body, replayed, err := a.CreateOrder(r.Context(), req, RequestID(r.Context()))
+	if err != nil {
+		a.writeDomainError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	w.WriteHeader(http.StatusCreated)
+	w.Write(body)
+}
+
+// handleHealth: GET /healthz → 200 when the database and Redis answer.
+func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.store.Ping(ctx); err != nil {
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "database: %s", a.cfg.Redactor()(err.Error())))
+		return
+	}
+	if err := a.rdb.Ping(ctx).Err(); err != nil {
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "redis: %s", a.cfg.Redactor()(err.Error())))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "database": a.cfg.Database(), "noLock": a.cfg.NoLock})
+}
+
+// productID parses a product id from the path.
+func productID(s string) (int64, *APIError) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, apiError(http.StatusBadRequest, CodeInvalidProductID, "invalid product id %q: must be a positive integer", s)
+	}
+	return id, nil
+}
+
+// parseCount parses the count query parameter.
+func parseCount(s string) (int64, *APIError) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > maxCount {
+		return 0, apiError(http.StatusBadRequest, CodeInvalidCount, "invalid count %q: want an integer from 1 to %d", s, maxCount)
+	}
+	return n, nil
+}
+
+// decodeJSON reads a JSON object body of at most 64 KiB into v.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) *APIError {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err := dec.Decode(v); err != nil {
+		var maxErr *http.MaxBytesError
+		switch {
+		case errors.As(err, &maxErr):
+			return apiError(http.StatusRequestEntityTooLarge, CodeInvalidJSON, "request body larger than %d bytes", maxErr.Limit)
+		case errors.Is(err, io.EOF):
+			return apiError(http.StatusBadRequest, CodeInvalidJSON, "empty request body: want a JSON object")
+		default:
+			return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON body: %v", err)
+		}
+	}
+	if dec.More() {
+		return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON body: more than one value")
+	}
+	return nil
+}
+
+// writeDomainError maps an error of the App or the store to a response.
+func (a *App) writeDomainError(w http.ResponseWriter, r *http.Request, err error) {
+	var insufficient *InsufficientStockError
+	switch {
+	case errors.Is(err, ErrProductNotFound):
+		writeError(w, apiError(http.StatusNotFound, CodeProductNotFound, "%v", err))
+	case errors.As(err, &insufficient):
+		writeError(w, apiError(http.StatusConflict, CodeInsufficientStock, "%s", insufficient.Error()))
+	case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, idempotency.ErrSuperseded):
+		writeError(w, apiError(http.StatusConflict, CodeInProgress, "a request with this requestNo is in progress; retry later to get its result"))
+	case errors.Is(err, ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeBusy, "the product is busy: the lock was not free within %v; retry", a.cfg.LockWait))
+	case errors.Is(err, ErrLockLost):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeLockLost, "the lock was lost before the order was committed; nothing was written; retry"))
+	case r.Context().Err() != nil:
+		// The client went away (its request context is cancelled); nobody
+		// reads this answer, and it is no server error.
+		writeError(w, apiError(499, CodeClientClosed, "the client closed the request"))
+	default:
+		a.internalError(w, r, err)
+	}
+}
+
+// internalError logs err and answers 500 without details.
+func (a *App) internalError(w http.ResponseWriter, r *http.Request, err error) {
+	a.log.Error("internal error", "request_id", RequestID(r.Context()), "error", a.cfg.Redactor()(err.Error()))
+	writeError(w, apiError(http.StatusInternalServerError, CodeInternal, "internal error (request id %s)", RequestID(r.Context())))
+}
+
+// writeError writes an *APIError as JSON.
+func writeError(w http.ResponseWriter, e *APIError) {
+	writeJSON(w, e.Status, e)
+}
+
+// writeJSON writes v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		slog.Debug("writing response", "error", err)
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/servertest"
+)
+
+// smallLoadtest is the load test at reduced size, on a private
+// redis-server. Its instances are this test binary (see TestMain).
+func smallLoadtest(t *testing.T) LoadtestConfig {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts service processes")
+	}
+	srv := servertest.Redis(t)
+	return LoadtestConfig{
+		Instances:   2,
+		Requests:    300,
+		Stock:       50,
+		Concurrency: 100,
+		RequestNos:  20,
+		Duplicates:  5,
+		DB:          "sqlite",
+		WorkDelay:   2 * time.Millisecond,
+		// Generous: the instances run with the race detector on 2 cores,
+		// and phase 2 counts a 503 busy as a failure.
+		LockWait: 20 * time.Second,
+		Timeout:  3 * time.Minute,
+		RedisURL: "redis://" + srv.Addr() + "/0",
+	}
+}
+
+// runLoadtest runs cfg and logs the report.
+func runLoadtest(t *testing.T, cfg LoadtestConfig) *Report {
+	t.Helper()
+	rep, err := RunLoadtest(context.Background(), cfg, tlogWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Print(&b)
+	t.Logf("report:\n%s", b.String())
+	return rep
+}
+
+// tlogWriter writes progress lines to the test log.
+type tlogWriter struct{ t *testing.T }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestLoadtestSQLite(t *testing.T) {
+	cfg := smallLoadtest(t)
+	rep := runLoadtest(t, cfg)
+	checkPass(t, cfg, rep)
+	if rep.Database != "sqlite" {
+		t.Errorf("database %q, want sqlite", rep.Database)
+	}
+}
+
+func TestLoadtestPostgres(t *testing.T) {
+	cfg := smallLoadtest(t)
+	cfg.DB = "postgres"
+	cfg.DatabaseURL = servertest.Postgres(t)
+	rep := runLoadtest(t, cfg)
+	checkPass(t, cfg, rep)
+	if rep.Database != "postgres" {
+		t.Errorf("database %q, want postgres", rep.Database)
+	}
+}
+
+func checkPass(t *testing.T, cfg LoadtestConfig, rep *Report) {
+	t.Helper()
+	d, o := rep.Deduct, rep.Orders
+	if !rep.Pass {
+		t.Errorf("FAIL: %v %v %v", d.Failures, o.Failures, rep.Failures)
+	}
+	if d.Successes != cfg.Stock || d.FinalStock != 0 || d.OrderRows != int64(cfg.Stock) || d.Successes+d.Insufficient+d.Busy != cfg.Requests {
+		t.Errorf("phase 1: %+v", d)
+	}
+	if o.OrderRows != cfg.RequestNos || o.ExactlyOne != cfg.RequestNos || o.Created != cfg.RequestNos ||
+		o.Created+o.Replayed+o.InProgress != cfg.RequestNos*cfg.Duplicates || o.MismatchedBody != 0 {
+		t.Errorf("phase 2: %+v", o)
+	}
+	if rep.Locks.Acquired < int64(cfg.Requests) {
+		t.Errorf("the instances counted %d lock acquisitions, want at least %d", rep.Locks.Acquired, cfg.Requests)
+	}
+	if !rep.CleanShutdown {
+		t.Error("the instances did not shut down cleanly")
+	}
+}
+
+// Without the lock (and the guards), the same load oversells and creates
+// duplicate orders: the run must not pass.
+func TestLoadtestNoLockFails(t *testing.T) {
+	cfg := smallLoadtest(t)
+	cfg.NoLock = true
+	cfg.WorkDelay = 20 * time.Millisecond // a wide read-to-write window, so the failure shows every time
+	rep := runLoadtest(t, cfg)
+	if rep.Pass {
+		t.Fatal("--no-lock passed: the demonstration shows nothing")
+	}
+	if rep.Deduct.Pass || rep.Deduct.Successes <= cfg.Stock || rep.Deduct.FinalStock >= 0 {
+		t.Errorf("phase 1 without the lock: %+v, want oversell (more successes than stock, negative stock)", rep.Deduct)
+	}
+	if rep.Orders.Pass || rep.Orders.DuplicateOrders == 0 {
+		t.Errorf("phase 2 without the lock: %+v, want duplicate orders", rep.Orders)
+	}
+	if !rep.CleanShutdown {
+		t.Error("the instances did not shut down cleanly")
+	}
+}

@@ -1,0 +1,154 @@
+// Command orderservice is an order API meant to run as several instances,
+// ported from the tutorial service of the reference texts: it sells a
+// limited stock without overselling, and creates each client order once
+// however often it is submitted, using fencelock locks on Redis, fencing
+// tokens checked by the database, and the idempotency package.
+//
+// Usage:
+//
+//	orderservice [serve] [flags]   run the API (see orderservice serve -h)
+//	orderservice loadtest [flags]  start instances, load them, check the results
+//
+// The API:
+//
+//	POST /api/products              {"name": "...", "stock": 100} → 201 product
+//	GET  /api/products/{id}         → 200 product, 404
+//	POST /api/stock/{id}/deduct?count=N
+//	                                → 200 order, 400, 404, 409 insufficient_stock,
+//	                                  503 busy (Retry-After)
+//	POST /api/orders                {"requestNo": "...", "productId": 1, "count": 1}
+//	                                → 201 order (replayed identically to duplicates,
+//	                                  with Idempotent-Replayed: true), 409 in_progress
+//	GET  /healthz, GET /metrics     (Prometheus text format)
+//
+// Errors are JSON {"code": "...", "message": "..."}; every response carries
+// X-Request-Id.
+//
+// Storage is a SQLite file (WAL mode) unless DATABASE_URL names a
+// PostgreSQL database. --no-lock runs the naive code without locks and
+// without database guards: a demonstration of the failure, not a mode to
+// use.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serveMain(args, stderr)
+	case "loadtest":
+		return loadtestMain(args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, `Usage:
+  orderservice [serve] [flags]   run the order API (orderservice serve -h)
+  orderservice loadtest [flags]  start instances, load them, check for oversell and duplicates (orderservice loadtest -h)
+`)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "orderservice: unknown command %q (want serve, loadtest or help)\n", cmd)
+		return 2
+	}
+}
+
+// serveMain runs the API until SIGINT or SIGTERM.
+func serveMain(args []string, stderr io.Writer) int {
+	cfg, err := parseConfig(args, os.Getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "orderservice: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop) // a second signal ends the process at once
+	if err := serve(ctx, cfg, log, nil); err != nil {
+		log.Error("orderservice failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the service until ctx is done, then shuts down gracefully:
+// the listener closes, in-flight requests finish (up to the shutdown
+// timeout), and the lock client is closed, which releases any lock still
+// held. ready, if not nil, receives the listening address.
+func serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
+	if cfg.NoLock {
+		log.Warn("NO-LOCK MODE: a demonstration of the failure. Requests run without the distributed lock " +
+			"and without the database guards: expect oversold stock and duplicate orders. Never use it for real.")
+	}
+	log.Info("starting", "config", cfg)
+	app, err := NewApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	closeApp := func() {
+		if err := app.Close(); err != nil {
+			log.Warn("closing", "error", cfg.Redactor()(err.Error()))
+		}
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		closeApp()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           app.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      cfg.LockWait + cfg.WorkDelay + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "no_lock", cfg.NoLock)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		closeApp()
+		return err
+	case <-ctx.Done():
+	}
+
+	log.Info("shutting down: finishing in-flight requests", "timeout", cfg.ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("shutdown timed out; closing the remaining connections", "error", err)
+		srv.Close()
+	}
+	<-served
+	closeApp() // releases any lock still held (only after a timed-out shutdown)
+	log.Info("stopped: requests finished, locks released, connections closed")
+	return nil
+}

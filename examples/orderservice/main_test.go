@@ -1,0 +1,22 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/fencelock/fencelock/internal/servertest"
+)
+
+// TestMain runs the test binary as a service instance when the load test
+// starts it as one (it re-executes its own binary, which in tests is this
+// one); otherwise it runs the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(EnvChild) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	code := m.Run()
+	if err := servertest.ClosePostgres(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,63 @@
+// Package fence provides stores that reject stale fencing tokens: a write
+// carries the fencing token of the lock under which it was made, and the
+// store accepts it only if the token is at least as large as the largest it
+// has accepted for that resource. The check and the write are one atomic
+// step, so a holder that lost its lock (paused past its lease, cut off) and
+// writes late, after a newer holder, is refused.
+//
+// Equal tokens are accepted: the same holder may write several times under
+// one acquisition. Tokens must be positive.
+//
+// RedisStore keeps values in Redis (one Lua script per write); SQLStore keeps
+// them in a SQL table (PostgreSQL or SQLite, through database/sql) and can
+// write inside the caller's transaction, next to the business write.
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrStale is matched (errors.Is) by every *StaleError.
+var ErrStale = errors.New("fence: stale fencing token")
+
+// ErrNotFound is returned by Read for a resource never written.
+var ErrNotFound = errors.New("fence: resource not found")
+
+// StaleError reports a write refused because a newer token has been
+// accepted for the resource.
+type StaleError struct {
+	Resource string
+	Token    int64 // the refused token
+	Current  int64 // the largest token the store has accepted
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("fence: stale fencing token %d for %q: the store has accepted %d", e.Token, e.Resource, e.Current)
+}
+
+// Is reports whether target is ErrStale.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// Store is a fenced store of values by resource name.
+type Store interface {
+	// Write stores value for resource if token is at least the largest token
+	// accepted for resource so far, and records token; otherwise it returns
+	// a *StaleError and changes nothing. Check and write are atomic.
+	Write(ctx context.Context, resource string, token int64, value []byte) error
+	// Read returns the value of resource and the token it was written with,
+	// or ErrNotFound.
+	Read(ctx context.Context, resource string) (value []byte, token int64, err error)
+}
+
+// checkArgs validates a write's arguments.
+func checkArgs(resource string, token int64) error {
+	if resource == "" {
+		return errors.New(`fence: invalid resource "": must not be empty`)
+	}
+	if token <= 0 {
+		return fmt.Errorf("fence: invalid token %d: must be positive", token)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+// Package idempotency runs an operation once per request number, across
+// processes: the first request runs it and its result is stored; duplicates
+// that arrive while it runs are told it is in progress (an HTTP layer
+// answers 409); later duplicates get the stored result, replayed without
+// running the operation again.
+//
+// Two mechanisms work together. A fencelock lock per request number queues
+// concurrent duplicates, so normally only one runs. A record per request
+// number in a SQL table, with a unique key (scope, request key), is the final
+// guard: the operation's writes and the record's "done" state commit in one
+// transaction, and that commit succeeds only for the run that owns the
+// record, identified by its lock's fencing token. So even if a lock expires
+// while its holder still runs (a long GC pause, a partition), and a
+// duplicate takes over, at most one run ever commits.
+//
+// A record moves through these states:
+//
+//	in_progress  claimed by the run with the record's fence; that run has not
+//	             committed (it is running, or it crashed or was cancelled)
+//	done         committed; its response is replayed to every duplicate
+//	failed       the operation returned an error; nothing was committed
+//
+// A failed or abandoned (in_progress, lock free) request is run again by the
+// next request with the same number: the new run takes the record over with
+// its newer fence, and the old run, should it still be alive, can no longer
+// commit. Operations whose effects are outside the transaction (an email, a
+// payment API) are not covered by that guarantee: make them idempotent
+// themselves, for example by passing the request key on.
+package idempotency
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// ErrInProgress is returned while another run of the same request holds it.
+var ErrInProgress = errors.New("idempotency: request in progress")
+
+// ErrSuperseded is returned to a run whose record was taken over by a newer
+// run (its lock was lost meanwhile); nothing of it was committed.
+var ErrSuperseded = errors.New("idempotency: run superseded by a newer one")
+
+// Operation is the work done once per request. It writes through tx, which
+// commits together with the record; its response is stored and replayed to
+// duplicates. ctx is cancelled (cause fencelock.ErrLost) if the lock is lost.
+type Operation func(ctx context.Context, tx *sql.Tx) (response []byte, err error)
+
+// Result is the outcome of Guard.Do.
+type Result struct {
+	Response []byte
+	Replayed bool // the response was stored by an earlier run
+}
+
+// Guard runs operations at most once per (scope, request key).
+type Guard struct {
+	locks   *fencelock.Client
+	store   *Store
+	lockTTL time.Duration
+	wait    time.Duration
+}
+
+// Option configures a Guard.
+type Option func(*Guard)
+
+// WithLockTTL sets the lease of the per-request lock (default 30s; it is
+// renewed while the operation runs).
+func WithLockTTL(ttl time.Duration) Option { return func(g *Guard) { g.lockTTL = ttl } }
+
+// WithWait makes a duplicate wait up to d for a run in progress, and then
+// replay its result, instead of failing at once with ErrInProgress.
+func WithWait(d time.Duration) Option { return func(g *Guard) { g.wait = d } }
+
+// New returns a Guard that locks through locks and keeps records in store.
+func New(locks *fencelock.Client, store *Store, opts ...Option) *Guard {
+	g := &Guard{locks: locks, store: store, lockTTL: 30 * time.Second}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(g)
+		}
+	}
+	return g
+}
+
+// Do runs op once for (scope, key). It returns op's response (Replayed
+// false), or the response an earlier run stored (Replayed true), or
+// ErrInProgress while another run holds the request, or op's error (the
+// request is then marked failed and may be retried), or ErrSuperseded.
+func (g *Guard) Do(ctx context.Context, scope, key string, op Operation) (Result, error) {
+	if scope == "" {
+		return Result{}, errors.New(`idempotency: invalid scope "": must not be empty`)
+	}
+	if key == "" {
+		return Result{}, errors.New(`idempotency: invalid request key "": must not be empty`)
+	}
+	if op == nil {
+		return Result{}, errors.New("idempotency: invalid operation nil")
+	}
+	if g.lockTTL < 3*time.Millisecond || g.wait < 0 {
+		return Result{}, fmt.Errorf("idempotency: invalid options: lock ttl %v, wait %v", g.lockTTL, g.wait)
+	}
+
+	// Fast path: a finished request is replayed without taking the lock.
+	if rec, err := g.store.get(ctx, scope, key); err != nil {
+		return Result{}, err
+	} else if rec.state == stateDone {
+		return Result{Response: rec.response, Replayed: true}, nil
+	}
+
+	lk, err := g.locks.Acquire(ctx, "idempotency:"+scope+":"+key, g.lockTTL,
+		fencelock.WithWait(g.wait), fencelock.WithAutoRenew(g.lockTTL/3))
+	if errors.Is(err, fencelock.ErrNotAcquired) && ctx.Err() == nil {
+		return Result{}, fmt.Errorf("%w: %s %q", ErrInProgress, scope, key)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	defer lk.Release(ctx)
+
+	rec, claimed, err := g.store.claim(ctx, scope, key, lk.Fence())
+	if err != nil {
+		return Result{}, err
+	}
+	if !claimed {
+		if rec.state == stateDone {
+			return Result{Response: rec.response, Replayed: true}, nil
+		}
+		return Result{}, fmt.Errorf("%w: %s %q", ErrSuperseded, scope, key)
+	}
+
+	opCtx, cancel := lk.Context(ctx)
+	defer cancel()
+	response, err := g.store.run(opCtx, scope, key, lk.Fence(), op)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Response: response}, nil
+}

@@ -1,0 +1,208 @@
+package idempotency
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Dialect is the SQL flavour of a Store.
+type Dialect int
+
+const (
+	// Postgres is PostgreSQL (for example through github.com/jackc/pgx/v5/stdlib).
+	Postgres Dialect = iota + 1
+	// SQLite is SQLite 3.24 or later (for example modernc.org/sqlite).
+	SQLite
+)
+
+const (
+	stateInProgress = "in_progress"
+	stateDone       = "done"
+	stateFailed     = "failed"
+)
+
+// Store keeps idempotency records in a SQL table:
+//
+//	CREATE TABLE <table> (
+//	    scope       TEXT   NOT NULL,  -- the kind of operation, e.g. "create_order"
+//	    request_key TEXT   NOT NULL,  -- the client's request number
+//	    state       TEXT   NOT NULL,  -- in_progress | done | failed
+//	    fence       BIGINT NOT NULL,  -- fencing token of the run owning the record
+//	    response    BYTEA,            -- BLOB on SQLite; the stored result (done)
+//	    error       TEXT,             -- the operation's error (failed)
+//	    updated_ms  BIGINT NOT NULL,  -- unix milliseconds of the last change
+//	    PRIMARY KEY (scope, request_key)
+//	)
+//
+// The primary key is the unique index that makes a request claimable once.
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+	table   string
+}
+
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// NewStore returns a Store on table (created by Migrate).
+func NewStore(db *sql.DB, dialect Dialect, table string) (*Store, error) {
+	if dialect != Postgres && dialect != SQLite {
+		return nil, fmt.Errorf("idempotency: invalid dialect %d: want idempotency.Postgres or idempotency.SQLite", dialect)
+	}
+	if !tableName.MatchString(table) {
+		return nil, fmt.Errorf("idempotency: invalid table name %q: want letters, digits and underscores", table)
+	}
+	return &Store{db: db, dialect: dialect, table: table}, nil
+}
+
+// Migrate creates the table if it does not exist.
+func (s *Store) Migrate(ctx context.Context) error {
+	blob := "BYTEA"
+	if s.dialect == SQLite {
+		blob = "BLOB"
+	}
+	_, err := s.db.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+    scope       TEXT   NOT NULL,
+    request_key TEXT   NOT NULL,
+    state       TEXT   NOT NULL,
+    fence       BIGINT NOT NULL,
+    response    %s,
+    error       TEXT,
+    updated_ms  BIGINT NOT NULL,
+    PRIMARY KEY (scope, request_key)
+)`, s.table, blob))
+	return err
+}
+
+// Record is the stored state of one request, for inspection.
+type Record struct {
+	State    string // "in_progress", "done" or "failed"
+	Fence    int64
+	Response []byte
+	Error    string
+	Updated  time.Time
+}
+
+// Get returns the record of (scope, key), or found false.
+func (s *Store) Get(ctx context.Context, scope, key string) (rec Record, found bool, err error) {
+	r, err := s.get(ctx, scope, key)
+	if err != nil || r.state == "" {
+		return Record{}, false, err
+	}
+	return Record{State: r.state, Fence: r.fence, Response: r.response, Error: r.errText,
+		Updated: time.UnixMilli(r.updatedMs)}, true, nil
+}
+
+type record struct {
+	state     string // "" when absent
+	fence     int64
+	response  []byte
+	errText   string
+	updatedMs int64
+}
+
+// q rewrites $n placeholders for the dialect. On SQLite they become "?", in
+// order: so every query numbers its parameters in the order of use, once each.
+func (s *Store) q(query string) string {
+	if s.dialect == Postgres {
+		return query
+	}
+	return placeholder.ReplaceAllString(query, "?")
+}
+
+var placeholder = regexp.MustCompile(`\$[0-9]+`)
+
+func (s *Store) get(ctx context.Context, scope, key string) (record, error) {
+	var r record
+	var response []byte
+	var errText sql.NullString
+	err := s.db.QueryRowContext(ctx, s.q(fmt.Sprintf(
+		`SELECT state, fence, response, error, updated_ms FROM %s WHERE scope = $1 AND request_key = $2`, s.table)),
+		scope, key).Scan(&r.state, &r.fence, &response, &errText, &r.updatedMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return record{}, nil
+	}
+	if err != nil {
+		return record{}, fmt.Errorf("idempotency: reading %s %q: %w", scope, key, err)
+	}
+	r.response, r.errText = response, errText.String
+	return r, nil
+}
+
+// claim makes the run with fence the owner of (scope, key): a new record,
+// or a failed or abandoned one taken over (only by a newer fence). It
+// returns the current record when the request is done or owned by a newer
+// run.
+func (s *Store) claim(ctx context.Context, scope, key string, fence int64) (record, bool, error) {
+	now := time.Now().UnixMilli()
+	res, err := s.db.ExecContext(ctx, s.q(fmt.Sprintf(
+		`INSERT INTO %s (scope, request_key, state, fence, updated_ms) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (scope, request_key) DO NOTHING`, s.table)),
+		scope, key, stateInProgress, fence, now)
+	if err != nil {
+		return record{}, false, fmt.Errorf("idempotency: claiming %s %q: %w", scope, key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return record{}, true, nil
+	}
+	res, err = s.db.ExecContext(ctx, s.q(fmt.Sprintf(
+		`UPDATE %s SET state = $1, fence = $2, error = NULL, updated_ms = $3
+WHERE scope = $4 AND request_key = $5 AND state <> $6 AND fence < $7`, s.table)),
+		stateInProgress, fence, now, scope, key, stateDone, fence)
+	if err != nil {
+		return record{}, false, fmt.Errorf("idempotency: taking over %s %q: %w", scope, key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return record{}, true, nil
+	}
+	r, err := s.get(ctx, scope, key)
+	return r, false, err
+}
+
+// run runs op in a transaction that also marks the record done, only if
+// the run with fence still owns it. On op's error it marks the record
+// failed (if still owned) and returns the error.
+func (s *Store) run(ctx context.Context, scope, key string, fence int64, op Operation) ([]byte, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: %s %q: %w", scope, key, err)
+	}
+	defer tx.Rollback() // no-op after Commit
+
+	response, opErr := op(ctx, tx)
+	if opErr != nil {
+		tx.Rollback()
+		s.markFailed(ctx, scope, key, fence, opErr)
+		return nil, opErr
+	}
+	if response == nil {
+		response = []byte{}
+	}
+	res, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(
+		`UPDATE %s SET state = $1, response = $2, updated_ms = $3
+WHERE scope = $4 AND request_key = $5 AND state = $6 AND fence = $7`, s.table)),
+		stateDone, response, time.Now().UnixMilli(), scope, key, stateInProgress, fence)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: completing %s %q: %w", scope, key, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return nil, fmt.Errorf("%w: %s %q", ErrSuperseded, scope, key)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("idempotency: committing %s %q: %w", scope, key, err)
+	}
+	return response, nil
+}
+
+// markFailed records op's error, best effort: if it cannot be written (the
+// context is gone, the process dies), the record stays in_progress and the
+// next request takes it over just the same.
+func (s *Store) markFailed(ctx context.Context, scope, key string, fence int64, opErr error) {
+	_, _ = s.db.ExecContext(ctx, s.q(fmt.Sprintf(
+		`UPDATE %s SET state = $1, error = $2, updated_ms = $3
+WHERE scope = $4 AND request_key = $5 AND state = $6 AND fence = $7`, s.table)),
+		stateFailed, opErr.Error(), time.Now().UnixMilli(), scope, key, stateInProgress, fence)
+}

@@ -43,6 +43,7 @@ type InvalidArgumentError struct {
 	Reason string // what a valid value looks like
 }
 
+// Error describes the bad argument, its value and what is expected.
 func (e *InvalidArgumentError) Error() string {
 	return fmt.Sprintf("fencelock: invalid %s %s: %s", e.Name, formatValue(e.Value), e.Reason)
 }
@@ -79,6 +80,7 @@ type NotAcquiredError struct {
 	LastErr   error         // the last backend error seen while waiting, if any
 }
 
+// Error says which lock was not acquired, after how long, and why.
 func (e *NotAcquiredError) Error() string {
 	msg := fmt.Sprintf("fencelock: lock %q not acquired", e.Key)
 	if e.Attempts > 1 {

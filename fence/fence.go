@@ -33,6 +33,7 @@ type StaleError struct {
 	Current  int64 // the largest token the store has accepted
 }
 
+// Error names the resource and both tokens.
 func (e *StaleError) Error() string {
 	return fmt.Sprintf("fence: stale fencing token %d for %q: the store has accepted %d", e.Token, e.Resource, e.Current)
 }

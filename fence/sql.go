@@ -18,6 +18,7 @@ const (
 	SQLite
 )
 
+// String returns "postgres" or "sqlite".
 func (d Dialect) String() string {
 	switch d {
 	case Postgres:

@@ -47,7 +47,14 @@ var ErrSuperseded = errors.New("idempotency: run superseded by a newer one")
 
 // Operation is the work done once per request. It writes through tx, which
 // commits together with the record; its response is stored and replayed to
-// duplicates. ctx is cancelled (cause fencelock.ErrLost) if the lock is lost.
+// duplicates. ctx is cancelled (cause fencelock.ErrLost) if the lock is lost,
+// and tx is rolled back with it.
+//
+// Do opens tx before calling the operation, so the operation runs while
+// holding a database connection (and, on SQLite, the write lock). Take any
+// other lock the operation needs (a per-product lock, say) before calling
+// Do, not inside the operation: that keeps the lock order the same
+// everywhere and no one waits for a lock while holding the database.
 type Operation func(ctx context.Context, tx *sql.Tx) (response []byte, err error)
 
 // Result is the outcome of Guard.Do.

@@ -178,7 +178,11 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		}
 
 		if !skip {
-			drain(wake) // this attempt covers every release notified so far
+			// This attempt covers every release notified so far.
+			drain(wake)
+			if place != nil {
+				drain(place.wake)
+			}
 			attempts++
 			attemptCtx := ctx
 			if attempts == 1 {

@@ -99,8 +99,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 			return fmt.Errorf("redisbackend: acquire script returned %v", vals)
 		}
 		res.Acquired, res.Fence, res.Holds = vals[0] == 1, vals[1], int(vals[2])
-		if !res.Acquired && len(vals) > 3 && vals[3] > 0 {
-			res.HolderTTL = time.Duration(vals[3]) * time.Millisecond
+		if !res.Acquired && len(vals) > 3 && vals[3] >= 0 {
+			// PTTL 0 means the lease ends within the millisecond: retry
+			// then, not after a whole backoff.
+			res.HolderTTL = max(time.Duration(vals[3])*time.Millisecond, time.Millisecond)
 		}
 		return nil
 	})

@@ -1,0 +1,106 @@
+package demo
+
+import "time"
+
+// WorkerEnv names the environment variable through which the master hands a
+// worker process its configuration (JSON). A process started with it set
+// runs WorkerMain. The fencelock command runs workers as
+// "fencelock demo-worker"; tests re-execute their own binary.
+const WorkerEnv = "FENCELOCK_DEMO_WORKER"
+
+// workerConfig is what a worker process needs. Durations are in
+// nanoseconds (encoding/json's representation of time.Duration).
+type workerConfig struct {
+	ID         int           `json:"id"`
+	RedisURL   string        `json:"redis_url"`
+	Namespace  string        `json:"namespace"` // the lock client's namespace; the demo's own keys live under it too
+	Key        string        `json:"key"`       // the lock key, also the fenced resource's name
+	Scenario   string        `json:"scenario"`
+	Lease      time.Duration `json:"lease"`
+	Hold       time.Duration `json:"hold"`
+	Renew      time.Duration `json:"renew"`
+	IgnoreLoss bool          `json:"ignore_loss"`
+	Iterations int           `json:"iterations"`
+	MaxWait    time.Duration `json:"max_wait"` // bound of one Acquire
+	Store      storeConfig   `json:"store"`
+	Verbose    bool          `json:"verbose"`
+}
+
+// storeConfig says which fenced store a worker writes to.
+type storeConfig struct {
+	Kind   string `json:"kind"`             // redis, sqlite, postgres
+	Prefix string `json:"prefix,omitempty"` // redis: key prefix
+	DSN    string `json:"dsn,omitempty"`    // sqlite, postgres: database/sql data source
+	Table  string `json:"table,omitempty"`  // sqlite, postgres
+}
+
+// event is one line a worker prints on its stdout. The master reads them
+// as they come; a worker killed mid-line just leaves a line that does not
+// parse, which the master ignores.
+type event struct {
+	Ev   string      `json:"ev"` // ready, step, iter, done, fatal
+	Pid  int         `json:"pid,omitempty"`
+	Iter *iterRecord `json:"rec,omitempty"` // step (the iteration so far) and iter (complete)
+	Err  string      `json:"err,omitempty"` // fatal
+}
+
+// Outcomes of an iteration.
+const (
+	outcomeCompleted   = "completed"   // every step ran
+	outcomeInterrupted = "interrupted" // Redis went away (restart): counted apart, not a failure
+	outcomeFailed      = "failed"      // an unexpected error
+	outcomeKilled      = "killed"      // set by the master for the iteration a kill -9 cut short
+)
+
+// iterRecord is what a worker reports about one iteration. Times are
+// CLOCK_MONOTONIC nanoseconds (see mono), comparable across processes.
+type iterRecord struct {
+	Worker int   `json:"worker"` // set by the master
+	Iter   int   `json:"iter"`
+	Fence  int64 `json:"fence,omitempty"`
+
+	AcquireStart int64 `json:"acquire_start"`
+	Acquired     int64 `json:"acquired,omitempty"` // when Acquire returned the lock: the start of the hold interval
+
+	EnterRan bool  `json:"enter_ran,omitempty"` // the entry script ran in the current epoch
+	EnterN   int64 `json:"enter_n,omitempty"`   // its INCR result: must be 1
+	ExitRan  bool  `json:"exit_ran,omitempty"`  // the exit script ran in the same epoch
+	ExitN    int64 `json:"exit_n,omitempty"`    // its DECR result: must be 0
+
+	Writes []writeRecord `json:"writes,omitempty"`
+
+	Exited       int64 `json:"exited,omitempty"` // before Release: the end of the hold interval
+	ReleaseStart int64 `json:"release_start,omitempty"`
+	Released     bool  `json:"released,omitempty"` // Release freed the lock (it still held it)
+
+	LostBeforeRelease bool `json:"lost_before_release,omitempty"` // Done had fired with ErrLost before Release was called
+	LostAtEnd         bool `json:"lost_at_end,omitempty"`         // Err matched ErrLost after Release (also when Release found it gone)
+
+	Outcome string `json:"outcome"`
+	Err     string `json:"err,omitempty"`
+}
+
+// Write results.
+const (
+	writeOK    = "ok"
+	writeStale = "stale" // refused by the store: fence.ErrStale
+	writeError = "error"
+)
+
+// writeRecord is one write to the fenced store.
+type writeRecord struct {
+	Phase   string `json:"phase"` // enter, exit
+	Fence   int64  `json:"fence"`
+	Start   int64  `json:"start"`
+	End     int64  `json:"end"`
+	Result  string `json:"result"`
+	Current int64  `json:"current,omitempty"` // stale: the token the store had accepted
+	Err     string `json:"err,omitempty"`
+}
+
+// holderValue is what a worker stores in the holder key while inside:
+// "pid worker fence".
+type holderValue struct {
+	Pid, Worker int
+	Fence       int64
+}

@@ -1,0 +1,240 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// progress prints live progress: one line redrawn in place on a terminal,
+// plain lines every few seconds otherwise.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer // nil: print nothing
+	tty   bool
+	shown bool // a redrawable line is on the screen
+}
+
+func newProgress(w io.Writer, tty bool) *progress { return &progress{w: w, tty: tty} }
+
+func (p *progress) interval() time.Duration {
+	switch {
+	case p.w == nil:
+		return time.Hour
+	case p.tty:
+		return 100 * time.Millisecond
+	default:
+		return 3 * time.Second
+	}
+}
+
+// clearLocked removes the redrawable line.
+func (p *progress) clearLocked() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.shown = false
+	}
+}
+
+// logf prints a message on a line of its own.
+func (p *progress) logf(format string, args ...any) {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clearLocked()
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func (p *progress) update(name string, st *live, elapsed time.Duration) {
+	if p.w == nil {
+		return
+	}
+	line := fmt.Sprintf("%-8s %d/%d iterations, %d entered, inside at once (counter) %d, violations %d, stale writes refused %d, %v",
+		name, st.finished, st.total, st.entered, st.maxInside, st.violations, st.stale, elapsed.Round(100*time.Millisecond))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprint(p.w, "\r"+line+"\x1b[K")
+		p.shown = true
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) done(name string, res *Result) {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clearLocked()
+	line := fmt.Sprintf("%-8s %s  %d/%d completed in %v", name, res.Status, res.Completed, res.Workers*res.Iterations, res.Elapsed)
+	if len(res.Reasons) > 0 {
+		line += ": " + firstLine(res.Reasons[0])
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteTable writes the report as a table, one column per scenario, with
+// notes and failure reasons below it.
+func (rep *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "fencelock demo: %d worker processes contend for one lock on %s\n\n", rep.Workers, rep.Redis)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(label string, f func(r *Result) string) {
+		cells := []string{label}
+		for _, r := range rep.Results {
+			if r.Status == StatusSkip && label != "" && label != "result" {
+				cells = append(cells, "-")
+				continue
+			}
+			cells = append(cells, f(r))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	num := func(f func(r *Result) int) func(r *Result) string {
+		return func(r *Result) string { return fmt.Sprint(f(r)) }
+	}
+	row("", func(r *Result) string { return r.Scenario })
+	row("lease / hold / renewal", func(r *Result) string {
+		renew := "-"
+		if r.Renew > 0 {
+			renew = dur(r.Renew)
+		}
+		return dur(r.Lease) + " / " + dur(r.Hold) + " / " + renew
+	})
+	row("workers x iterations", func(r *Result) string { return fmt.Sprintf("%d x %d", r.Workers, r.Iterations) })
+	row("fenced store", func(r *Result) string { return r.Store })
+	row("entered", num(func(r *Result) int { return r.Entered }))
+	row("completed", num(func(r *Result) int { return r.Completed }))
+	row("interrupted / killed", func(r *Result) string { return fmt.Sprintf("%d / %d", r.Interrupted, r.Killed) })
+	row("max concurrent holders", num(func(r *Result) int { return r.MaxConcurrent }))
+	row("violations", num(func(r *Result) int { return r.Violations }))
+	row("loss signals", num(func(r *Result) int { return r.LossSignals }))
+	row("writes", num(func(r *Result) int { return r.Writes }))
+	row("stale writes attempted", num(func(r *Result) int { return r.StaleAttempted }))
+	row("stale writes accepted", num(func(r *Result) int { return r.StaleAccepted }))
+	row("fence first", func(r *Result) string {
+		if r.Acquisitions == 0 {
+			return "-"
+		}
+		return fmt.Sprint(r.FenceMin)
+	})
+	row("fence last - first", func(r *Result) string {
+		if r.Acquisitions == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("+%d", r.FenceMax-r.FenceMin)
+	})
+	row("hand-off p50 / p99", func(r *Result) string {
+		if r.Handoffs == 0 {
+			return "-"
+		}
+		return r.HandoffP50.String() + " / " + r.HandoffP99.String()
+	})
+	row("disruption", func(r *Result) string {
+		switch {
+		case len(r.Pauses) > 0:
+			return fmt.Sprintf("%d paused", len(r.Pauses))
+		case len(r.Kills) > 0:
+			return fmt.Sprintf("%d killed", len(r.Kills))
+		case r.Restart != nil:
+			return "redis restart"
+		}
+		return "-"
+	})
+	row("takeover (max)", func(r *Result) string {
+		var most Millis = -2
+		for _, p := range r.Pauses {
+			most = maxTakeover(most, p.Takeover)
+		}
+		for _, k := range r.Kills {
+			if k.Held {
+				most = maxTakeover(most, k.Takeover)
+			}
+		}
+		if r.Restart != nil {
+			return "down " + r.Restart.Down.String()
+		}
+		switch {
+		case most == -2:
+			return "-"
+		case most < 0:
+			return "never"
+		}
+		return most.String()
+	})
+	row("time", func(r *Result) string { return r.Elapsed.String() })
+	row("result", func(r *Result) string { return r.Status })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	var notes, fails []string
+	for _, r := range rep.Results {
+		for _, n := range r.Notes {
+			notes = append(notes, n)
+		}
+		for _, reason := range r.Reasons {
+			if r.Status == StatusSkip {
+				notes = append(notes, r.Scenario+": skipped: "+reason)
+			} else {
+				fails = append(fails, r.Scenario+": "+reason)
+			}
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w, "\nnotes:")
+		for _, n := range notes {
+			fmt.Fprintln(w, "  "+strings.ReplaceAll(n, "\n", "\n    "))
+		}
+	}
+	if len(fails) > 0 {
+		fmt.Fprintln(w, "\nfailures:")
+		for _, f := range fails {
+			fmt.Fprintln(w, "  "+strings.ReplaceAll(f, "\n", "\n    "))
+		}
+	}
+	verdict := "every scenario met its expectation"
+	if !rep.Pass {
+		verdict = "FAIL"
+	}
+	_, err := fmt.Fprintf(w, "\nwall time %v: %s\n", rep.Elapsed, verdict)
+	return err
+}
+
+// maxTakeover keeps the worst takeover; "never" (-1) is the worst.
+func maxTakeover(a, b Millis) Millis {
+	if a == -1 || b == -1 {
+		return -1
+	}
+	return max(a, b)
+}
+
+// dur formats a configured duration: "5s", "300ms".
+func dur(m Millis) string {
+	return time.Duration(float64(m) * float64(time.Millisecond)).String()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func splitLines(s string) []string {
+	return strings.Split(strings.TrimRight(s, "\n"), "\n")
+}

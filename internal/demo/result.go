@@ -1,0 +1,134 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Statuses of a scenario.
+const (
+	StatusPass = "PASS"
+	StatusFail = "FAIL"
+	StatusSkip = "SKIP"
+)
+
+// Millis is a duration in milliseconds (JSON: a number).
+type Millis float64
+
+func millis(d time.Duration) Millis { return Millis(float64(d) / float64(time.Millisecond)) }
+
+// nanos converts a difference of mono() readings.
+func nanos(d int64) Millis { return Millis(float64(d) / 1e6) }
+
+func (m Millis) String() string {
+	switch {
+	case m >= 10000:
+		return fmt.Sprintf("%.1fs", float64(m)/1000)
+	case m >= 1000:
+		return fmt.Sprintf("%.2fs", float64(m)/1000)
+	case m >= 10:
+		return fmt.Sprintf("%.0fms", float64(m))
+	case m >= 1:
+		return fmt.Sprintf("%.1fms", float64(m))
+	default:
+		return fmt.Sprintf("%.2fms", float64(m))
+	}
+}
+
+// MarshalJSON rounds to microseconds.
+func (m Millis) MarshalJSON() ([]byte, error) {
+	return json.Marshal(math.Round(float64(m)*1000) / 1000)
+}
+
+// Result is what one scenario showed.
+type Result struct {
+	Scenario string   `json:"scenario"`
+	Status   string   `json:"status"`            // PASS, FAIL or SKIP
+	Reasons  []string `json:"reasons,omitempty"` // why it failed (or was skipped)
+	Notes    []string `json:"notes,omitempty"`   // what is worth knowing about the run
+
+	Expect     string `json:"expect"`
+	Lease      Millis `json:"lease_ms"`
+	Hold       Millis `json:"hold_ms"`
+	Renew      Millis `json:"renew_ms"` // 0: no renewal
+	Workers    int    `json:"workers"`
+	Iterations int    `json:"iterations"` // per worker
+	Store      string `json:"store"`      // the fenced store used
+
+	Entered     int `json:"entered"`     // iterations that got the lock and marked themselves inside
+	Completed   int `json:"completed"`   // iterations that ran every step
+	Interrupted int `json:"interrupted"` // cut short by the Redis restart (not failures)
+	Failed      int `json:"failed"`      // unexpected errors
+	Killed      int `json:"killed"`      // cut short by the master's kill -9
+
+	MaxConcurrent int `json:"max_concurrent"` // most hold intervals that overlapped (CLOCK_MONOTONIC)
+	Violations    int `json:"violations"`     // INCR on entry not 1, or DECR on exit not 0
+	LossSignals   int `json:"loss_signals"`   // iterations told ErrLost before they released
+
+	Writes         int `json:"writes"`          // writes to the fenced store
+	StaleAttempted int `json:"stale_attempted"` // writes with a fence older than one already accepted
+	StaleAccepted  int `json:"stale_accepted"`  // ... that the store accepted: must be 0
+	WriteErrors    int `json:"write_errors"`
+
+	Acquisitions int   `json:"acquisitions"`
+	FenceMin     int64 `json:"fence_min"`
+	FenceMax     int64 `json:"fence_max"`
+
+	Handoffs   int    `json:"handoffs"`       // a release followed by the next acquisition
+	HandoffP50 Millis `json:"handoff_p50_ms"` // release called -> next Acquire returned
+	HandoffP99 Millis `json:"handoff_p99_ms"`
+
+	Pauses  []PauseResult  `json:"pauses,omitempty"`
+	Kills   []KillResult   `json:"kills,omitempty"`
+	Restart *RestartResult `json:"restart,omitempty"`
+
+	Elapsed Millis `json:"elapsed_ms"`
+}
+
+// PauseResult is one holder the master SIGSTOPped.
+type PauseResult struct {
+	Worker       int    `json:"worker"`
+	Fence        int64  `json:"fence"`
+	At           Millis `json:"at_ms"`        // since the start of the scenario
+	Stopped      Millis `json:"stopped_ms"`   // how long it was stopped
+	Free         Millis `json:"free_ms"`      // SIGSTOP -> the lease had run out on the server; -1 if not while stopped
+	Takeover     Millis `json:"takeover_ms"`  // SIGSTOP -> another worker's Acquire returned; -1 if none did
+	LossSignal   bool   `json:"loss_signal"`  // the paused holder's lock reported ErrLost
+	LateWrites   int    `json:"late_writes"`  // its writes that started after SIGCONT
+	LateRejected int    `json:"late_refused"` // ... refused by the store as stale
+}
+
+// KillResult is one holder the master kill -9ed.
+type KillResult struct {
+	Worker   int    `json:"worker"`
+	Fence    int64  `json:"fence"`
+	At       Millis `json:"at_ms"`
+	Held     bool   `json:"held"`        // it died holding the lock
+	Free     Millis `json:"free_ms"`     // SIGKILL -> the lease had run out on the server; -1 if not seen
+	Takeover Millis `json:"takeover_ms"` // SIGKILL -> next Acquire returned; -1 if none did
+}
+
+// RestartResult is the kill -9 and restart of redis-server.
+type RestartResult struct {
+	At          Millis `json:"at_ms"`
+	Down        Millis `json:"down_ms"`      // kill -9 -> the new server answered
+	FenceBefore int64  `json:"fence_before"` // the largest fence acquired before the kill
+	FenceAfter  int64  `json:"fence_after"`  // the smallest fence acquired after the restart
+}
+
+func newResult(sc Scenario, workers, iterations int) *Result {
+	return &Result{
+		Scenario: sc.Name, Status: StatusPass, Expect: sc.Summary,
+		Lease: millis(sc.Lease), Hold: millis(sc.Hold), Renew: millis(sc.Renew),
+		Workers: workers, Iterations: iterations,
+	}
+}
+
+// fail marks r failed with a reason and returns it.
+func (r *Result) fail(format string, args ...any) *Result {
+	r.Status = StatusFail
+	r.Reasons = append(r.Reasons, fmt.Sprintf(format, args...))
+	return r
+}

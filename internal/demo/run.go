@@ -1,0 +1,336 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// recKey identifies an iteration.
+type recKey struct{ worker, iter int }
+
+// live counts what the workers reported so far, for the progress line and
+// the controller's schedule. Only the run loop writes it.
+type live struct {
+	total, finished, entered int
+	violations, stale        int
+	maxInside                int64
+}
+
+// runScenario runs one scenario with fresh worker processes and reports.
+func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
+	started := time.Now()
+	iterations := sc.Iterations
+	if r.cfg.Iterations > 0 {
+		iterations = r.cfg.Iterations
+	}
+	res := newResult(sc, r.cfg.Workers, iterations)
+	defer func() { res.Elapsed = millis(time.Since(started)) }()
+
+	if sc.Restart && r.srv == nil {
+		res.Status = StatusSkip
+		res.Reasons = append(res.Reasons, "needs the demo's private redis-server (it kill -9s and restarts it); not done to an external Redis")
+		res.Store = "-"
+		r.progress.done(sc.Name, res)
+		return res
+	}
+
+	ns := fmt.Sprintf("fencelock-demo:%s:%s", r.runID, sc.Name)
+	keys := keysFor(ns, lockKey)
+	defer func() {
+		// Leave nothing behind in a shared Redis.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := scanDelete(cctx, r.rdb, ns+":*"); err != nil {
+			res.Notes = append(res.Notes, "could not remove the demo's keys: "+err.Error())
+		}
+	}()
+
+	// The fenced store.
+	scfg, storeName := r.storeFor(sc, ns)
+	res.Store = storeName
+	if sc.SQLStore && r.cfg.Store == StoreRedis {
+		res.Notes = append(res.Notes, "fenced store: SQLite instead of Redis, which the restart wipes")
+	}
+	store, err := openStore(ctx, scfg, r.rdb, true)
+	if err != nil {
+		return res.fail("setting up the %s store: %v", scfg.Kind, err)
+	}
+	defer func() {
+		if store.drop != nil && scfg.Kind == StorePostgres {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			store.drop(dctx)
+			cancel()
+		}
+		store.close()
+	}()
+
+	// A fresh epoch and counter.
+	if err := r.rdb.Set(ctx, keys.epoch, "1", 0).Err(); err != nil {
+		return res.fail("setting up keys: %v", err)
+	}
+
+	// The workers.
+	timeout := scenarioTimeout(sc, r.cfg.Workers, iterations, r.pauses(sc), r.kills(sc))
+	msgs := make(chan message, 256)
+	quit := make(chan struct{})
+	procs := make([]*proc, r.cfg.Workers)
+	defer func() {
+		close(quit)
+		// Whatever happened, no worker outlives the scenario, none stays stopped.
+		for _, p := range procs {
+			if p != nil && p.alive() {
+				p.signal(syscall.SIGCONT)
+				p.signal(syscall.SIGKILL)
+			}
+		}
+	}()
+	for i := range procs {
+		wcfg := workerConfig{
+			ID: i, RedisURL: r.redisURL, Namespace: ns, Key: lockKey, Scenario: sc.Name,
+			Lease: sc.Lease, Hold: sc.Hold, Renew: sc.Renew, IgnoreLoss: sc.IgnoreLoss,
+			Iterations: iterations, MaxWait: timeout, Store: scfg, Verbose: r.cfg.Verbose,
+		}
+		p, err := r.startWorker(i, wcfg, msgs, quit)
+		if err != nil {
+			return res.fail("%v", err)
+		}
+		procs[i] = p
+	}
+
+	// Wait until every worker is connected, then start them together.
+	readyTimer := time.NewTimer(30 * time.Second)
+	defer readyTimer.Stop()
+	var early []message // events other than ready (none expected)
+	for ready := 0; ready < len(procs); {
+		select {
+		case m := <-msgs:
+			switch {
+			case m.exited:
+				return res.fail("worker %d exited before it was ready (%v); its stderr:\n%s", m.p.id, m.p.err, m.p.stderr)
+			case m.ev.Ev == "ready":
+				ready++
+			case m.ev.Ev == "fatal":
+				return res.fail("worker %d: %s", m.p.id, m.ev.Err)
+			default:
+				early = append(early, m)
+			}
+		case <-readyTimer.C:
+			return res.fail("workers not ready after 30s")
+		case <-ctx.Done():
+			return res.fail("interrupted")
+		}
+	}
+	t0 := mono()
+	for _, p := range procs {
+		fmt.Fprintln(p.stdin, "go")
+	}
+
+	st := &live{total: r.cfg.Workers * iterations}
+	var finished atomicInt
+	finishedBy := make([]atomicInt, len(procs))
+	ctl := &controller{
+		r: r, sc: sc, keys: keys, procs: procs, t0: t0,
+		finished: finished.Load, total: st.total,
+		left:   func(w int) bool { return finishedBy[w].Load() < iterations },
+		pauses: r.pauses(sc), kills: r.kills(sc),
+	}
+	ctlCtx, stopCtl := context.WithCancel(ctx)
+	ctlDone := make(chan struct{})
+	go func() {
+		defer close(ctlDone)
+		ctl.run(ctlCtx)
+	}()
+
+	recs := map[recKey]*iterRecord{}
+	doneWorkers := map[int]bool{}
+	handle := func(m message) {
+		switch m.ev.Ev {
+		case "step", "iter":
+			rec := m.ev.Iter
+			if rec == nil {
+				return
+			}
+			rec.Worker = m.p.id
+			k := recKey{m.p.id, rec.Iter}
+			if _, seen := recs[k]; !seen && rec.EnterRan {
+				st.entered++
+				if rec.EnterN != 1 {
+					st.violations++
+				}
+				st.maxInside = max(st.maxInside, rec.EnterN)
+			}
+			recs[k] = rec
+			if m.ev.Ev == "iter" {
+				st.finished++
+				finished.Store(st.finished)
+				finishedBy[m.p.id].Add(1)
+				if rec.ExitRan && rec.ExitN != 0 {
+					st.violations++
+				}
+				for _, w := range rec.Writes {
+					if w.Result == writeStale {
+						st.stale++
+					}
+				}
+			}
+		case "done":
+			doneWorkers[m.p.id] = true
+		case "fatal":
+			res.Reasons = append(res.Reasons, fmt.Sprintf("worker %d: %s", m.p.id, m.ev.Err))
+		}
+	}
+	for _, m := range early {
+		handle(m)
+	}
+
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(r.progress.interval())
+	defer tick.Stop()
+	alive := len(procs)
+	timedOut, interrupted := false, false
+	stopped := "" // why the run was cut short
+	for alive > 0 {
+		select {
+		case m := <-msgs:
+			if m.exited {
+				alive--
+				if !doneWorkers[m.p.id] && !m.p.killed.Load() && !timedOut && !interrupted {
+					res.Reasons = append(res.Reasons, fmt.Sprintf("worker %d exited early (%v); its stderr:\n%s",
+						m.p.id, m.p.err, indent(m.p.stderr.String())))
+				}
+				continue
+			}
+			handle(m)
+		case <-tick.C:
+			r.progress.update(sc.Name, st, time.Since(started))
+		case <-deadline.C:
+			if !timedOut {
+				timedOut = true
+				stopped = fmt.Sprintf("timed out after %v with %d of %d iterations finished", timeout, st.finished, st.total)
+				stopWorkers(procs)
+			}
+		case <-ctx.Done():
+			if !interrupted {
+				interrupted = true
+				stopped = fmt.Sprintf("interrupted with %d of %d iterations finished", st.finished, st.total)
+				stopWorkers(procs)
+			}
+		}
+	}
+	stopCtl()
+	<-ctlDone
+	end := mono()
+
+	// What the store kept.
+	in := analysisInput{
+		sc: sc, workers: len(procs), iterations: iterations, t0: t0, end: end,
+		recs: recs, killedAt: map[int]int64{}, doneWorkers: doneWorkers,
+		pausesPlanned: ctl.pauses, killsPlanned: ctl.kills,
+		pauses: ctl.pauseRecs, kills: ctl.killRecs, restart: ctl.restartRec, ctlErrs: ctl.errs,
+		stopped: stopped,
+	}
+	for _, p := range procs {
+		if p.killed.Load() {
+			in.killedAt[p.id] = p.killAt.Load()
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_, token, rerr := store.Read(sctx, lockKey)
+	cancel()
+	switch {
+	case errors.Is(rerr, fence.ErrNotFound):
+	case rerr != nil:
+		res.Notes = append(res.Notes, "could not read the store's final value: "+rerr.Error())
+	default:
+		in.storeToken = token
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	n, lerr := r.rdb.Exists(lctx, keys.lock).Result()
+	cancel()
+	in.lockLeft = lerr == nil && n > 0
+	analyze(res, in)
+	res.Elapsed = millis(time.Since(started))
+	r.progress.done(sc.Name, res)
+	return res
+}
+
+// stopWorkers closes the workers' stdin (they stop, releasing their lock)
+// and kills those still running a few seconds later.
+func stopWorkers(procs []*proc) {
+	for _, p := range procs {
+		p.signal(syscall.SIGCONT)
+		p.stdin.Close()
+	}
+	go func() {
+		time.Sleep(3 * time.Second)
+		for _, p := range procs {
+			p.signal(syscall.SIGKILL)
+		}
+	}()
+}
+
+// storeFor returns the fenced store of sc and its name for the table.
+func (r *runner) storeFor(sc Scenario, ns string) (storeConfig, string) {
+	kind := r.cfg.Store
+	if sc.SQLStore && kind == StoreRedis {
+		return sqliteConfig(r.tmpDir, sc.Name), "sqlite*"
+	}
+	switch kind {
+	case StoreSQLite:
+		return sqliteConfig(r.tmpDir, sc.Name), StoreSQLite
+	case StorePostgres:
+		return storeConfig{Kind: StorePostgres, DSN: r.pg.url, Table: "fencelock_demo_" + r.runID + "_" + sc.Name}, StorePostgres
+	default:
+		return storeConfig{Kind: StoreRedis, Prefix: ns + ":fenced"}, StoreRedis
+	}
+}
+
+func (r *runner) pauses(sc Scenario) int {
+	if sc.Pauses == 0 {
+		return 0
+	}
+	if r.cfg.Pauses > 0 {
+		return r.cfg.Pauses
+	}
+	return sc.Pauses
+}
+
+func (r *runner) kills(sc Scenario) int {
+	if sc.Kills == 0 {
+		return 0
+	}
+	n := sc.Kills
+	if r.cfg.Kills > 0 {
+		n = r.cfg.Kills
+	}
+	return min(n, r.cfg.Workers-1)
+}
+
+// scenarioTimeout bounds a scenario generously; it only ends runs that hang.
+func scenarioTimeout(sc Scenario, workers, iterations, pauses, kills int) time.Duration {
+	per := sc.Hold + 100*time.Millisecond
+	if sc.IgnoreLoss {
+		per = max(per, sc.Lease+100*time.Millisecond)
+	}
+	d := 60*time.Second + 3*time.Duration(workers*iterations)*per
+	d += time.Duration(pauses) * (sc.PauseFor() + 2*sc.Lease)
+	d += time.Duration(kills) * 2 * sc.Lease
+	return d
+}
+
+func indent(s string) string {
+	if s == "" {
+		return "    (nothing)"
+	}
+	out := ""
+	for _, l := range splitLines(s) {
+		out += "    " + l + "\n"
+	}
+	return out[:len(out)-1]
+}

@@ -1,0 +1,119 @@
+package demo
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Scenario is one experiment: how long the lease is, how long each holder
+// keeps the lock, whether it renews, and what the master does to the holders
+// or the server meanwhile.
+type Scenario struct {
+	Name  string
+	Lease time.Duration
+	Hold  time.Duration
+	Renew time.Duration // 0: no renewal
+
+	// IgnoreLoss makes the workers hold for the full Hold even after the
+	// lock told them it was lost (expiry: to show what the fence does).
+	// Otherwise a loss signal ends the hold at once.
+	IgnoreLoss bool
+
+	// Iterations is the default number of iterations per worker, chosen so
+	// that every scenario takes a few seconds and "all" about a minute.
+	Iterations int
+
+	Pauses  int  // holders the master SIGSTOPs for PauseFor, then SIGCONTs
+	Kills   int  // holders the master kill -9s mid-hold
+	Restart bool // the master kill -9s and restarts redis-server mid-run
+
+	// SQLStore: the fenced store must not live in the Redis being restarted.
+	SQLStore bool
+
+	Summary string // one line for the help text
+}
+
+// PauseFor is how long a paused holder stays stopped.
+func (s Scenario) PauseFor() time.Duration { return 2 * s.Lease }
+
+// TakeoverBound is how soon, after a holder was paused or killed, another
+// worker must have the lock: the lease (which ran out on the server at most
+// that long after the last renewal) plus 100 ms for the waiter to notice.
+func (s Scenario) TakeoverBound() time.Duration { return s.Lease + 100*time.Millisecond }
+
+// Scenarios lists every scenario in the order "all" runs them.
+var Scenarios = []Scenario{
+	{
+		Name: "mutex", Lease: 5 * time.Second, Hold: 50 * time.Millisecond,
+		Iterations: 16,
+		Summary:    "hold (50ms) shorter than the lease (5s): no overlap, no stale write",
+	},
+	{
+		Name: "expiry", Lease: 300 * time.Millisecond, Hold: 900 * time.Millisecond,
+		IgnoreLoss: true, Iterations: 4,
+		Summary: "hold (900ms) longer than the lease (300ms), no renewal, loss ignored: overlaps, stale writes all refused",
+	},
+	{
+		Name: "renew", Lease: 300 * time.Millisecond, Hold: 900 * time.Millisecond, Renew: 100 * time.Millisecond,
+		Iterations: 2,
+		Summary:    "same hold and lease, renewed every 100ms: no overlap, no stale write",
+	},
+	{
+		Name: "pause", Lease: 500 * time.Millisecond, Hold: 300 * time.Millisecond, Renew: 150 * time.Millisecond,
+		Iterations: 3, Pauses: 3,
+		Summary: "3 holders SIGSTOPped for 2 x lease: they learn of the loss, their late writes are refused",
+	},
+	{
+		Name: "crash", Lease: time.Second, Hold: 100 * time.Millisecond, Renew: 300 * time.Millisecond,
+		Iterations: 5, Kills: 2,
+		Summary: "2 holders kill -9ed mid-hold: the lock is free again within the lease",
+	},
+	{
+		Name: "restart", Lease: 500 * time.Millisecond, Hold: 200 * time.Millisecond, Renew: 150 * time.Millisecond,
+		Iterations: 6, Restart: true, SQLStore: true,
+		Summary: "redis-server kill -9ed and restarted empty: fences keep increasing (private server only)",
+	},
+}
+
+// Lookup returns the scenario called name.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Names returns the scenario names, in order.
+func Names() []string {
+	names := make([]string, len(Scenarios))
+	for i, s := range Scenarios {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// ParseScenarios parses a --scenario value: a name, a comma-separated list
+// of names, or "all".
+func ParseScenarios(value string) ([]Scenario, error) {
+	if value == "all" {
+		return append([]Scenario(nil), Scenarios...), nil
+	}
+	var out []Scenario
+	seen := map[string]bool{}
+	for _, name := range strings.Split(value, ",") {
+		name = strings.TrimSpace(name)
+		s, ok := Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("invalid --scenario %q: want one of %s, all (or a comma-separated list)",
+				name, strings.Join(Names(), ", "))
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

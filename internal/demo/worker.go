@@ -1,0 +1,264 @@
+package demo
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// WorkerMain is the body of a worker process: it reads its configuration
+// from $FENCELOCK_DEMO_WORKER, waits for "go" on stdin, runs its
+// iterations, reporting each on stdout as a JSON line, and returns the
+// process's exit code. It stops early when stdin closes (the master is gone)
+// or on SIGINT/SIGTERM.
+func WorkerMain() int {
+	raw := os.Getenv(WorkerEnv)
+	if raw == "" {
+		fmt.Fprintln(os.Stderr, "fencelock demo-worker: not meant to be run by hand: \"fencelock demo\" starts it (with $"+WorkerEnv+" set)")
+		return 2
+	}
+	var cfg workerConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "fencelock demo-worker: bad $%s: %v\n", WorkerEnv, err)
+		return 2
+	}
+	if !cfg.Verbose {
+		QuietRedisLog() // dial errors during the restart are expected
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := &emitter{enc: json.NewEncoder(os.Stdout)}
+	if err := runWorker(ctx, cfg, os.Stdin, out); err != nil {
+		out.emit(event{Ev: "fatal", Err: err.Error()})
+		fmt.Fprintf(os.Stderr, "fencelock demo-worker %d: %v\n", cfg.ID, err)
+		return 1
+	}
+	return 0
+}
+
+// emitter writes events as JSON lines, one Write each.
+type emitter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (e *emitter) emit(ev event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_ = e.enc.Encode(ev) // the master is gone if this fails; stdin's EOF ends us
+}
+
+// worker is one worker process's state.
+type worker struct {
+	cfg    workerConfig
+	pid    int
+	rdb    *redis.Client
+	locks  *fencelock.Client
+	store  fence.Store
+	keys   demoKeys
+	out    *emitter
+	keyArg []string
+}
+
+func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emitter) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	opt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	// Short timeouts: when the master kills redis-server, calls fail fast
+	// and the worker retries instead of hanging.
+	opt.DialTimeout = time.Second
+	opt.ReadTimeout = 2 * time.Second
+	opt.WriteTimeout = 2 * time.Second
+	opt.PoolSize = 8
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.Verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace(cfg.Namespace), fencelock.WithLogger(logger))
+	defer locks.Close()
+
+	store, err := openStore(ctx, cfg.Store, rdb, false)
+	if err != nil {
+		return err
+	}
+	defer store.close()
+
+	w := &worker{
+		cfg: cfg, pid: os.Getpid(), rdb: rdb, locks: locks, store: store, out: out,
+		keys: keysFor(cfg.Namespace, cfg.Key),
+	}
+	w.keyArg = []string{w.keys.inside, w.keys.holder, w.keys.epoch}
+
+	// stdin: "go" starts the run; EOF (the master exited or gave up on us)
+	// ends it.
+	start := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdin)
+		started := false
+		for sc.Scan() {
+			if sc.Text() == "go" && !started {
+				started = true
+				close(start)
+			}
+		}
+		cancel()
+	}()
+	out.emit(event{Ev: "ready", Pid: w.pid})
+	select {
+	case <-start:
+	case <-ctx.Done():
+		return nil
+	}
+
+	for i := 0; i < cfg.Iterations && ctx.Err() == nil; i++ {
+		rec := w.iteration(ctx, i)
+		if ctx.Err() != nil && rec.Outcome != outcomeCompleted {
+			break // stopping: do not report what the stop cut short
+		}
+		out.emit(event{Ev: "iter", Iter: rec})
+	}
+	if ctx.Err() == nil {
+		out.emit(event{Ev: "done"})
+	}
+	return nil
+}
+
+// iteration runs one acquire, enter, write, hold, write, exit, release.
+func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
+	rec := &iterRecord{Worker: w.cfg.ID, Iter: i, AcquireStart: mono()}
+	var opts []fencelock.AcquireOption
+	if w.cfg.Renew > 0 {
+		opts = append(opts, fencelock.WithAutoRenew(w.cfg.Renew))
+	}
+	if w.cfg.MaxWait > 0 {
+		opts = append(opts, fencelock.WithWait(w.cfg.MaxWait))
+	}
+	// Acquire waits, and keeps trying through connection errors (a Redis
+	// restart) until the wait bound.
+	lk, err := w.locks.Acquire(ctx, w.cfg.Key, w.cfg.Lease, opts...)
+	if err != nil {
+		rec.Outcome, rec.Err = outcomeFailed, "acquire: "+err.Error()
+		return rec
+	}
+	// The hold interval starts here and ends just before Release, both
+	// stamped with CLOCK_MONOTONIC, which is system-wide: the master
+	// compares intervals from all workers to find overlaps, independently of
+	// the counter below.
+	rec.Acquired = mono()
+	rec.Fence = lk.Fence()
+	holder := holderValue{Pid: w.pid, Worker: w.cfg.ID, Fence: rec.Fence}.String()
+
+	release := func() {
+		rec.LostBeforeRelease = errors.Is(lk.Err(), fencelock.ErrLost)
+		if rec.Exited == 0 {
+			rec.Exited = mono()
+		}
+		rec.ReleaseStart = mono()
+		rerr := lk.Release(ctx)
+		rec.Released = rerr == nil
+		rec.LostAtEnd = errors.Is(lk.Err(), fencelock.ErrLost)
+	}
+
+	// Enter: INCR the shared counter (must return 1) and publish who is
+	// inside, atomically; refused while Redis is between epochs.
+	n, epoch, err := pair(ctx, w.rdb, enterScript, w.keyArg, holder)
+	if err != nil || n == -1 {
+		rec.Outcome = outcomeInterrupted
+		if err != nil {
+			rec.Err = "enter: " + err.Error()
+		} else {
+			rec.Err = "enter: redis-server was restarted"
+		}
+		release()
+		return rec
+	}
+	rec.EnterRan, rec.EnterN = true, n
+	w.out.emit(event{Ev: "step", Iter: rec}) // the master learns of an open hold at once
+
+	w.write(ctx, rec, "enter")
+
+	// Hold. A loss signal ends the hold, unless the scenario ignores it on
+	// purpose (expiry), to show that the fence refuses the late write.
+	hold := time.NewTimer(w.cfg.Hold)
+	if w.cfg.IgnoreLoss {
+		select {
+		case <-hold.C:
+		case <-ctx.Done():
+		}
+	} else {
+		select {
+		case <-hold.C:
+		case <-lk.Done():
+		case <-ctx.Done():
+		}
+	}
+	hold.Stop()
+
+	w.write(ctx, rec, "exit")
+
+	ok, m, err := pair(ctx, w.rdb, exitScript, w.keyArg, holder, epoch)
+	rec.Exited = mono()
+	switch {
+	case err != nil:
+		rec.Outcome, rec.Err = outcomeInterrupted, "exit: "+err.Error()
+	case ok == 0:
+		rec.Outcome, rec.Err = outcomeInterrupted, "exit: redis-server was restarted"
+	default:
+		rec.ExitRan = true
+		fmt.Sscan(m, &rec.ExitN)
+		rec.Outcome = outcomeCompleted
+	}
+	release()
+	return rec
+}
+
+// write writes to the fenced store with the lock's fence and records what
+// the store said.
+func (w *worker) write(ctx context.Context, rec *iterRecord, phase string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	wr := writeRecord{Phase: phase, Fence: rec.Fence, Start: mono()}
+	value := fmt.Sprintf("worker %d iteration %d %s fence %d", w.cfg.ID, rec.Iter, phase, rec.Fence)
+	err := w.store.Write(ctx, w.cfg.Key, rec.Fence, []byte(value))
+	wr.End = mono()
+	var stale *fence.StaleError
+	switch {
+	case err == nil:
+		wr.Result = writeOK
+	case errors.As(err, &stale):
+		wr.Result, wr.Current = writeStale, stale.Current
+	default:
+		wr.Result, wr.Err = writeError, err.Error()
+	}
+	rec.Writes = append(rec.Writes, wr)
+	w.out.emit(event{Ev: "step", Iter: rec})
+}
+
+// QuietRedisLog silences go-redis's own log (connection pool dial errors,
+// which it prints to stderr) for the whole process.
+func QuietRedisLog() { redis.SetLogger(quietLogger{}) }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

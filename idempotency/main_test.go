@@ -10,7 +10,6 @@ import (
 	"github.com/fencelock/fencelock/internal/servertest"
 )
 
-
 // TestMain checks that redis-server is there (every test and the example
 // need one): without it the package is skipped, or fails under
 // FENCELOCK_REQUIRE_SERVERS=1. It stops the shared PostgreSQL at the end.

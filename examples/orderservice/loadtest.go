@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"io"
 	"maps"
 	"net"
@@ -472,7 +473,7 @@ func startInstance(ctx context.Context, n int, exe string, args, env []string, d
 	in.kill()
 	time.Sleep(50 * time.Millisecond) // let the copier catch the last lines
 	tail, _ := os.ReadFile(in.logPath)
-	return nil, fmt.Errorf("%w; its log:\n%s", err, redisserver.Tail(string(tail), 20))
+	return nil, fmt.Errorf("%w; its log:\n%s", err, childproc.Tail(string(tail), 20))
 }
 
 // kill kills the instance and waits for it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func start(t *testing.T, opts pgserver.Options) *pgserver.Server {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("postgres log:\n%s", pgserver.Tail(srv.Log(), 40))
+			t.Logf("postgres log:\n%s", childproc.Tail(srv.Log(), 40))
 		}
 		srv.Close()
 	})

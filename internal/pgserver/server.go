@@ -17,7 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"net"
 	"os"
 	"os/exec"
@@ -221,7 +221,7 @@ func (s *Server) initdb() error {
 	cmd.Env = childEnv()
 	cmd.Stdout = out
 	cmd.Stderr = out
-	if err := startProcess(cmd, s.id.cred); err != nil {
+	if err := childproc.Start(cmd, s.id.cred); err != nil {
 		return fmt.Errorf("pgserver: starting %s as %s: %w", bin, s.id.name, err)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -229,7 +229,7 @@ func (s *Server) initdb() error {
 			err = fmt.Errorf("timed out after %v", initdbTimeout)
 		}
 		return fmt.Errorf("pgserver: %s as %s failed: %w; output:\n%s",
-			bin, s.id.name, err, Tail(readFrom(logPath, 0), errorTailLines))
+			bin, s.id.name, err, childproc.Tail(childproc.ReadFrom(logPath, 0), errorTailLines))
 	}
 	return nil
 }
@@ -338,7 +338,7 @@ func (s *Server) stopLocked(p *process) error {
 // Log returns what postgres wrote to its stdout and stderr (its log) since
 // Start. It is empty after Close.
 func (s *Server) Log() string {
-	return readFrom(filepath.Join(s.dir, logName), 0)
+	return childproc.ReadFrom(filepath.Join(s.dir, logName), 0)
 }
 
 // logfLog passes a message and the server log's tail to Options.Logf.
@@ -347,7 +347,7 @@ func (s *Server) logfLog(format string, args ...any) {
 		return
 	}
 	s.logf("pgserver: "+format+"; server log (%s):\n%s",
-		append(args, filepath.Join(s.dir, logName), Tail(s.Log(), logfTailLines))...)
+		append(args, filepath.Join(s.dir, logName), childproc.Tail(s.Log(), logfTailLines))...)
 }
 
 // launchLocked starts postgres and waits until it is ready. When the port
@@ -377,7 +377,7 @@ func (s *Server) launchLocked(fixedPort bool) error {
 
 func (s *Server) launchOnceLocked() error {
 	logPath := filepath.Join(s.dir, logName)
-	logOff := fileSize(logPath)
+	logOff := childproc.FileSize(logPath)
 	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("pgserver: %w", err)
@@ -399,7 +399,7 @@ func (s *Server) launchOnceLocked() error {
 	cmd.Env = childEnv()
 	cmd.Stdout = out
 	cmd.Stderr = out
-	err = startProcess(cmd, s.id.cred)
+	err = childproc.Start(cmd, s.id.cred)
 	out.Close() // the child has its own copy
 	if err != nil {
 		return fmt.Errorf("pgserver: starting %s as %s: %w", bin, s.id.name, err)
@@ -413,7 +413,7 @@ func (s *Server) launchOnceLocked() error {
 
 	if err := s.waitReady(p, dataDir); err != nil {
 		p.kill()
-		tail := Tail(readFrom(logPath, logOff), errorTailLines)
+		tail := childproc.Tail(childproc.ReadFrom(logPath, logOff), errorTailLines)
 		if strings.Contains(strings.ToLower(tail), "address already in use") {
 			return fmt.Errorf("%w: postgres could not bind 127.0.0.1:%d; log tail:\n%s", errAddrInUse, s.port, tail)
 		}
@@ -476,47 +476,11 @@ func probe(ctx context.Context, url, dataDir string) error {
 	return nil
 }
 
-// freePort asks the kernel for a free loopback port. The port is released
-// before postgres binds it, so a race is possible; launchLocked retries.
+// freePort picks a free loopback port.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := childproc.FreePort()
 	if err != nil {
-		return 0, fmt.Errorf("pgserver: picking a free port: %w", err)
+		return 0, fmt.Errorf("pgserver: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
-func readFrom(path string, off int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.NewSectionReader(f, off, 1<<62))
-	return string(b)
-}
-
-// Tail returns the last n lines of s.
-func Tail(s string, n int) string {
-	s = strings.TrimRight(s, "\n")
-	if n <= 0 || s == "" {
-		return ""
-	}
-	i := len(s)
-	for ; n > 0 && i > 0; n-- {
-		i = strings.LastIndexByte(s[:i], '\n')
-		if i < 0 {
-			return s
-		}
-	}
-	return s[i+1:]
+	return port, nil
 }

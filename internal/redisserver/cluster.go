@@ -3,6 +3,7 @@ package redisserver
 import (
 	"errors"
 	"fmt"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"net"
 	"strconv"
 	"sync"
@@ -220,7 +221,7 @@ func (c *Cluster) logNodes(why string) {
 		return
 	}
 	for _, s := range c.nodes {
-		c.logf("redisserver: %s; node %s log:\n%s", why, s.Addr(), Tail(s.Log(), logfTailLines))
+		c.logf("redisserver: %s; node %s log:\n%s", why, s.Addr(), childproc.Tail(s.Log(), logfTailLines))
 	}
 }
 

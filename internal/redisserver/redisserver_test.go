@@ -373,23 +373,6 @@ func TestConcurrentUse(t *testing.T) {
 	mustDo(t, srv.Addr(), "PONG", "PING")
 }
 
-func TestTail(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"", 3, ""},
-		{"a\nb\nc\n", 2, "b\nc"},
-		{"a\nb\nc", 5, "a\nb\nc"},
-		{"a\nb\nc", 0, ""},
-	} {
-		if got := redisserver.Tail(tc.in, tc.n); got != tc.want {
-			t.Errorf("Tail(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
-}
-
 // TestHelperProcess is not a real test: TestOrphanIsKilled runs the test
 // binary with it to get a process that starts a server and then dies without
 // running any cleanup.

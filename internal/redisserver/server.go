@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"io"
 	"net"
 	"os"
@@ -297,8 +298,8 @@ func (s *Server) Log() string {
 }
 
 func (s *Server) logSince(logOff, outOff int64) string {
-	log := readFrom(filepath.Join(s.dir, logName), logOff)
-	if out := readFrom(filepath.Join(s.dir, outName), outOff); strings.TrimSpace(out) != "" {
+	log := childproc.ReadFrom(filepath.Join(s.dir, logName), logOff)
+	if out := childproc.ReadFrom(filepath.Join(s.dir, outName), outOff); strings.TrimSpace(out) != "" {
 		log += "--- redis-server stdout/stderr ---\n" + out
 	}
 	return log
@@ -310,7 +311,7 @@ func (s *Server) logfLog(format string, args ...any) {
 		return
 	}
 	s.logf("redisserver: "+format+"; server log (%s):\n%s",
-		append(args, filepath.Join(s.dir, logName), Tail(s.Log(), logfTailLines))...)
+		append(args, filepath.Join(s.dir, logName), childproc.Tail(s.Log(), logfTailLines))...)
 }
 
 // launchLocked starts a new process and waits until it is ready. When the
@@ -341,7 +342,7 @@ func (s *Server) launchLocked(fixedPort bool) error {
 func (s *Server) launchOnceLocked() error {
 	logPath := filepath.Join(s.dir, logName)
 	outPath := filepath.Join(s.dir, outName)
-	logOff, outOff := fileSize(logPath), fileSize(outPath)
+	logOff, outOff := childproc.FileSize(logPath), childproc.FileSize(outPath)
 
 	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -361,7 +362,7 @@ func (s *Server) launchOnceLocked() error {
 	cmd.Dir = s.dir
 	cmd.Stdout = out
 	cmd.Stderr = out
-	err = startProcess(cmd)
+	err = childproc.Start(cmd, nil)
 	out.Close() // the child has its own copy
 	if err != nil {
 		return fmt.Errorf("redisserver: starting %s: %w", s.bin, err)
@@ -376,7 +377,7 @@ func (s *Server) launchOnceLocked() error {
 
 	if err := s.waitReady(p); err != nil {
 		p.kill()
-		tail := Tail(s.logSince(logOff, outOff), errorTailLines)
+		tail := childproc.Tail(s.logSince(logOff, outOff), errorTailLines)
 		if strings.Contains(strings.ToLower(tail), "address already in use") {
 			return fmt.Errorf("%w: redis-server could not bind 127.0.0.1:%d; log tail:\n%s", errAddrInUse, s.port, tail)
 		}
@@ -467,47 +468,11 @@ func probe(addr string, p *process) error {
 // pickPort is freePort; tests replace it.
 var pickPort = freePort
 
-// freePort asks the kernel for a free loopback port. The port is released
-// before redis-server binds it, so a race is possible; launchLocked retries.
+// freePort picks a free loopback port.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := childproc.FreePort()
 	if err != nil {
-		return 0, fmt.Errorf("redisserver: picking a free port: %w", err)
+		return 0, fmt.Errorf("redisserver: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
-func readFrom(path string, off int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.NewSectionReader(f, off, 1<<62))
-	return string(b)
-}
-
-// Tail returns the last n lines of s.
-func Tail(s string, n int) string {
-	s = strings.TrimRight(s, "\n")
-	if n <= 0 || s == "" {
-		return ""
-	}
-	i := len(s)
-	for ; n > 0 && i > 0; n-- {
-		i = strings.LastIndexByte(s[:i], '\n')
-		if i < 0 {
-			return s
-		}
-	}
-	return s[i+1:]
+	return port, nil
 }

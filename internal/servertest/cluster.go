@@ -2,6 +2,7 @@ package servertest
 
 import (
 	"errors"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/redisserver"
@@ -71,5 +72,5 @@ func checkStart(t testing.TB, what string, err error) {
 
 func logTail(t testing.TB, what string, s *redisserver.Server) {
 	t.Logf("servertest: %s %s log, last %d lines:\n%s",
-		what, s.Addr(), logTailLines, redisserver.Tail(s.Log(), logTailLines))
+		what, s.Addr(), logTailLines, childproc.Tail(s.Log(), logTailLines))
 }

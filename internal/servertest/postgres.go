@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"net/url"
 	"os"
 	"strconv"
@@ -84,7 +85,7 @@ func Postgres(t testing.TB) (url string) {
 	t.Cleanup(func() {
 		if t.Failed() && srv != nil {
 			t.Logf("servertest: shared postgres %s log, last %d lines:\n%s",
-				srv.Addr(), logTailLines, pgserver.Tail(srv.Log(), logTailLines))
+				srv.Addr(), logTailLines, childproc.Tail(srv.Log(), logTailLines))
 		}
 		if srv != nil && !isSharedPostgres(srv) {
 			return // ClosePostgres removed the server with its databases

@@ -4,6 +4,7 @@ package servertest
 
 import (
 	"errors"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"os"
 	"testing"
 
@@ -45,7 +46,7 @@ func Redis(t testing.TB, args ...string) *redisserver.Server {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("servertest: redis-server %s log, last %d lines:\n%s",
-				srv.Addr(), logTailLines, redisserver.Tail(srv.Log(), logTailLines))
+				srv.Addr(), logTailLines, childproc.Tail(srv.Log(), logTailLines))
 		}
 		if err := srv.Close(); err != nil {
 			t.Errorf("servertest: closing redis-server: %v", err)

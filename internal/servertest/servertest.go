@@ -4,6 +4,7 @@ package servertest
 
 import (
 	"errors"
+	"fmt"
 	"github.com/fencelock/fencelock/internal/childproc"
 	"os"
 	"testing"
@@ -53,4 +54,28 @@ func Redis(t testing.TB, args ...string) *redisserver.Server {
 		}
 	})
 	return srv
+}
+
+// Main is for a package's TestMain when its tests and examples need
+// redis-server: it starts one shared server, passes its address to use
+// (examples cannot start servers of their own), runs the tests, stops the
+// shared servers (this one and the shared PostgreSQL) and exits. Without
+// redis-server the whole package is skipped, or fails when RequireServers.
+func Main(m *testing.M, use func(redisAddr string)) {
+	srv, err := redisserver.Start(redisserver.Options{})
+	if err != nil {
+		if errors.Is(err, redisserver.ErrNotFound) && !RequireServers() {
+			fmt.Printf("skipping: %v (set %s=1 to fail instead)\n", err, EnvRequireServers)
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "servertest: starting redis-server: %v\n", err)
+		os.Exit(1)
+	}
+	if use != nil {
+		use(srv.Addr())
+	}
+	code := m.Run()
+	srv.Close()
+	ClosePostgres()
+	os.Exit(code)
 }

@@ -5,11 +5,13 @@
 package childproc
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // FreePort asks the kernel for a free loopback port. The port is released
@@ -59,4 +61,27 @@ func Tail(s string, n int) string {
 		}
 	}
 	return s[i+1:]
+}
+
+// Launch calls launch until it does not fail with an error matching inUse
+// (the port was taken), at most attempts times. With a pick function, *port
+// is set to a fresh port from it before each call; without one (a fixed
+// port) the call is retried after a short, growing pause.
+func Launch(port *int, pick func() (int, error), attempts int, inUse error, launch func() error) error {
+	var err error
+	for attempt := 1; attempt <= attempts; attempt++ {
+		if pick != nil {
+			if *port, err = pick(); err != nil {
+				return err
+			}
+		}
+		err = launch()
+		if !errors.Is(err, inUse) {
+			return err
+		}
+		if pick == nil && attempt < attempts {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+	}
+	return err
 }

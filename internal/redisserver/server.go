@@ -318,21 +318,11 @@ func (s *Server) logfLog(format string, args ...any) {
 // port was picked (fixedPort false), a port that turns out to be taken is
 // replaced by a fresh one; a fixed port is retried after a short pause.
 func (s *Server) launchLocked(fixedPort bool) error {
-	var err error
-	for attempt := 1; attempt <= launchAttempts; attempt++ {
-		if !fixedPort {
-			if s.port, err = pickPort(); err != nil {
-				return err
-			}
-		}
-		err = s.launchOnceLocked()
-		if !errors.Is(err, errAddrInUse) {
-			break
-		}
-		if fixedPort && attempt < launchAttempts {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
-		}
+	pick := pickPort
+	if fixedPort {
+		pick = nil
 	}
+	err := childproc.Launch(&s.port, pick, launchAttempts, errAddrInUse, s.launchOnceLocked)
 	if err != nil {
 		s.logfLog("redis-server failed to start on port %d", s.port)
 	}

@@ -1,6 +1,7 @@
 // Command fencelock is fencelock's command-line tool.
 //
-//	fencelock demo [flags]    multi-process demo: mutex, expiry, renew, pause, crash, restart
+//	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart
+//	fencelock inspect [flags] KEY   a lock's state in Redis: holder, fence, lease left, waiters
 //
 // Run "fencelock help" for the list of commands and "fencelock demo -h" for
 // the demo's flags. The demo is described in package internal/demo.
@@ -32,10 +33,11 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
-// commands lists the subcommands. (inspect and bench will join them.)
+// commands lists the subcommands.
 func commands() []command {
 	return []command{
 		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart", run: runDemo},
+		{name: "inspect", summary: "show a lock's state in Redis: holder, fence, lease left, waiters", run: runInspect},
 		{name: "demo-worker", hidden: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
 		{name: "help", summary: "show help for a command", run: runHelp},
 	}

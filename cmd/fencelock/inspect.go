@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+const inspectUsage = `Usage: fencelock inspect [flags] KEY...
+
+Shows what Redis holds about each lock, in the order one troubleshoots a
+stuck or lost lock: is it held, by which owner, with which fence, for how
+much longer (the server's PTTL), the last fence minted, and how many
+processes wait for it. It changes nothing.
+
+Flags:
+`
+
+// runInspect implements "fencelock inspect".
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fencelock inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
+		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Client's namespace (WithNamespace)")
+		asJSON    = fs.Bool("json", false, "print JSON")
+		watch     = fs.Duration("watch", 0, "print again every interval until interrupted (e.g. 1s)")
+	)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, inspectUsage)
+		printFlags(stderr, fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "fencelock inspect: "+format+"\n", a...)
+		fmt.Fprintln(stderr, `Run "fencelock inspect -h" for usage.`)
+		return 2
+	}
+	if fs.NArg() == 0 {
+		return bad("no KEY given")
+	}
+	if *watch < 0 {
+		return bad("invalid --watch %v: must not be negative", *watch)
+	}
+	if *redisURL == "" {
+		*redisURL = os.Getenv("REDIS_URL")
+	}
+	rdb, err := dialRedis(*redisURL)
+	if err != nil {
+		return bad("%v", err)
+	}
+	defer rdb.Close()
+	backend := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
+	defer backend.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for {
+		for _, key := range fs.Args() {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			info, err := backend.Inspect(rctx, *namespace, key)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(stderr, "fencelock inspect: %s: %v\n", key, err)
+				return 1
+			}
+			if *asJSON {
+				printInfoJSON(stdout, key, info)
+			} else {
+				printInfo(stdout, key, info)
+			}
+		}
+		if *watch == 0 {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(*watch):
+		}
+	}
+}
+
+// dialRedis connects to a URL, a host:port, or comma-separated Cluster
+// addresses, and checks that the server answers.
+func dialRedis(addr string) (redis.UniversalClient, error) {
+	var rdb redis.UniversalClient
+	switch {
+	case addr == "":
+		rdb = redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	case strings.Contains(addr, "://"):
+		opt, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --redis URL: %w", err)
+		}
+		rdb = redis.NewClient(opt)
+	default:
+		rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(addr, ",")})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("cannot reach Redis: %w", err)
+	}
+	return rdb, nil
+}
+
+func printInfo(w io.Writer, key string, info redisbackend.LockInfo) {
+	fmt.Fprintf(w, "%s\n", info.LockKey)
+	if info.Held {
+		fmt.Fprintf(w, "  state     held, %d hold(s), lease ends in %v (server PTTL)\n", info.Holds, info.TTL.Round(time.Millisecond))
+		fmt.Fprintf(w, "  owner     %s\n", info.Owner)
+		fmt.Fprintf(w, "  fence     %d\n", info.Fence)
+		for _, t := range info.Tokens {
+			fmt.Fprintf(w, "  hold      token %s\n", shorten(t))
+		}
+	} else {
+		fmt.Fprintf(w, "  state     free\n")
+	}
+	switch {
+	case info.LastFence == 0:
+		fmt.Fprintf(w, "  counter   %s: none (no acquisition yet, or expired)\n", info.FenceKey)
+	case info.CounterTTL < 0:
+		fmt.Fprintf(w, "  counter   %s = %d (never expires)\n", info.FenceKey, info.LastFence)
+	default:
+		fmt.Fprintf(w, "  counter   %s = %d (expires in %v)\n", info.FenceKey, info.LastFence, info.CounterTTL.Round(time.Second))
+	}
+	fmt.Fprintf(w, "  waiters   %d subscribed to %s\n", info.Waiters, info.Channel)
+}
+
+func printInfoJSON(w io.Writer, key string, info redisbackend.LockInfo) {
+	out := struct {
+		Key          string   `json:"key"`
+		LockKey      string   `json:"lock_key"`
+		Held         bool     `json:"held"`
+		Owner        string   `json:"owner,omitempty"`
+		Fence        int64    `json:"fence,omitempty"`
+		Holds        int      `json:"holds,omitempty"`
+		Tokens       []string `json:"tokens,omitempty"`
+		TTLMillis    int64    `json:"ttl_ms"`
+		LastFence    int64    `json:"last_fence"`
+		CounterTTLMs int64    `json:"counter_ttl_ms"`
+		Waiters      int64    `json:"waiters"`
+	}{key, info.LockKey, info.Held, info.Owner, info.Fence, info.Holds, info.Tokens,
+		info.TTL.Milliseconds(), info.LastFence, info.CounterTTL.Milliseconds(), info.Waiters}
+	if info.CounterTTL < 0 {
+		out.CounterTTLMs = -1
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// shorten shows enough of an owner token to tell holds apart.
+func shorten(token string) string {
+	if len(token) > 8 {
+		return token[:8] + "…"
+	}
+	return token
+}

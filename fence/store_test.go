@@ -35,7 +35,7 @@ func redisStore(t *testing.T) fence.Store {
 
 func sqliteDB(t *testing.T) *sql.DB {
 	path := filepath.Join(t.TempDir(), "fence.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}

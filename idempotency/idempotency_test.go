@@ -35,7 +35,7 @@ func setups(t *testing.T) map[string]func(t *testing.T) *env {
 	return map[string]func(t *testing.T) *env{
 		"sqlite": func(t *testing.T) *env {
 			db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "idem.db")+
-				"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)")
+				"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -436,7 +436,9 @@ func startInstance(ctx context.Context, n int, exe string, args, env []string, d
 	}
 
 	listening := make(chan string, 1)
+	copied := make(chan struct{}) // closed when the whole output is in the log file
 	go func() { // copy the output to the log file, spotting the listening line
+		defer close(copied)
 		defer logFile.Close()
 		defer pr.Close()
 		r := bufio.NewReader(pr)
@@ -471,7 +473,10 @@ func startInstance(ctx context.Context, n int, exe string, args, env []string, d
 		err = fmt.Errorf("instance %d: %w", n, context.Cause(ctx))
 	}
 	in.kill()
-	time.Sleep(50 * time.Millisecond) // let the copier catch the last lines
+	select { // the pipe ends with the process: wait for its last lines
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
 	tail, _ := os.ReadFile(in.logPath)
 	return nil, fmt.Errorf("%w; its log:\n%s", err, childproc.Tail(string(tail), 20))
 }

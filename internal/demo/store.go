@@ -24,9 +24,10 @@ const (
 var StoreKinds = []string{StoreRedis, StoreSQLite, StorePostgres}
 
 // sqliteDSN opens path in WAL mode with a busy timeout, so that the worker
-// processes can share the file.
+// processes can share the file. The busy timeout comes first: switching to
+// WAL needs a lock that another process opening the file may hold.
 func sqliteDSN(path string) string {
-	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
+	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 }
 
 // sqliteConfig is the store of a scenario on a SQLite file in dir.

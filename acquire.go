@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// minRetryDelay is the shortest fallback timer between attempts.
+const minRetryDelay = time.Millisecond
+
 // errWaitElapsed is the cancel cause of a wait that WithWait ended.
 var errWaitElapsed = errors.New("fencelock: wait elapsed")
 
@@ -18,6 +21,7 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 // If the reply is lost (timeout, connection error), TryAcquire returns the
 // error and removes, in the background, the hold its request may have made.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	defer c.ops.begin()()
 	cfg, err := resolveAcquire(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -49,6 +53,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 // ctx.Err() when ctx ended it, ErrClosed when Close did. Invalid arguments
 // give an error matching ErrInvalidArgument.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	defer c.ops.begin()()
 	cfg, err := resolveAcquire(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -241,7 +246,9 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		}
 
 		failures++
-		delay := cfg.retry.Backoff(failures)
+		// At least a millisecond: a strategy returning zero or less must not
+		// turn waiting into a busy loop.
+		delay := max(cfg.retry.Backoff(failures), minRetryDelay)
 		if holderTTL > 0 && holderTTL < delay {
 			delay = holderTTL
 		}

@@ -26,6 +26,7 @@ type Client struct {
 	leases *leaseKeeper // every held lock: renewal and local lease deadlines
 	queues waitQueues   // goroutines waiting for the same key, in order
 
+	ops       opCounter      // calls in progress that use the backend; Close waits for them
 	cleanup   sync.WaitGroup // best-effort releases after ambiguous acquire errors
 	closeOnce sync.Once
 	closeErr  error
@@ -44,6 +45,7 @@ func New(b Backend, opts ...Option) *Client {
 	c := &Client{backend: b, cfg: cfg, log: cfg.logger}
 	c.notifier, _ = b.(ReleaseNotifier)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
+	c.ops.idle = sync.NewCond(&c.ops.mu)
 	c.leases = newLeaseKeeper(c)
 	return c
 }
@@ -55,7 +57,11 @@ func New(b Backend, opts ...Option) *Client {
 // return ErrClosed errors. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		// End the waits and refuse new calls, then let the calls in flight
+		// finish: a lock they acquire is then among those released below,
+		// and no clean-up starts after Close has waited for clean-ups.
 		c.closeFn(ErrClosed)
+		c.ops.wait()
 		held := c.leases.stopAccepting()
 
 		var mu sync.Mutex
@@ -83,6 +89,37 @@ func (c *Client) Close() error {
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
+}
+
+// opCounter counts calls in progress. Unlike a WaitGroup, it may count up
+// while someone waits for it to reach zero.
+type opCounter struct {
+	mu   sync.Mutex
+	n    int
+	idle *sync.Cond
+}
+
+// begin counts a call in; it returns end, which counts it out.
+func (o *opCounter) begin() (end func()) {
+	o.mu.Lock()
+	o.n++
+	o.mu.Unlock()
+	return func() {
+		o.mu.Lock()
+		if o.n--; o.n == 0 {
+			o.idle.Broadcast()
+		}
+		o.mu.Unlock()
+	}
+}
+
+// wait returns when no call is in progress.
+func (o *opCounter) wait() {
+	o.mu.Lock()
+	for o.n > 0 {
+		o.idle.Wait()
+	}
+	o.mu.Unlock()
 }
 
 // closed reports whether Close has been called.

@@ -101,6 +101,7 @@ func (l *Lock) Deadline() time.Time {
 // TTL asks the server for the lock's remaining lease. It returns an error
 // matching ErrNotHeld when the server no longer holds it for this token.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	defer l.client.ops.begin()()
 	if err := l.Err(); err != nil {
 		return 0, lockError("ttl", l.ref.Key, errors.Join(ErrNotHeld, err))
 	}
@@ -114,49 +115,59 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // Refresh sets the lock's lease to ttl from now, as measured by the server,
 // and makes ttl the lease of later automatic renewals. It never re-creates a
 // lock that has lapsed: then it returns an error matching ErrNotHeld and the
-// Lock is lost.
+// Lock is lost. It waits for an automatic renewal in flight, so that the last
+// renewal sent sets both the server's lease and the local deadline.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	defer l.client.ops.begin()()
 	if ttl < time.Millisecond {
 		return invalid("ttl", ttl, "must be at least 1ms")
 	}
 	if l.autoRenew > 0 && ttl <= l.autoRenew {
 		return invalid("ttl", ttl, "must be longer than the renewal interval "+l.autoRenew.String())
 	}
+	// Take the renewal turn, as the lease keeper does for a batch.
 	l.mu.Lock()
-	ended, releasing := l.err, l.releasing
-	l.mu.Unlock()
-	if ended != nil {
+	for l.renewing != nil && l.err == nil && !l.releasing {
+		inflight := l.renewing
+		l.mu.Unlock()
+		select {
+		case <-inflight:
+		case <-ctx.Done():
+			return lockError("refresh", l.ref.Key, ctx.Err())
+		}
+		l.mu.Lock()
+	}
+	if ended := l.err; ended != nil {
+		l.mu.Unlock()
 		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ended))
 	}
-	if releasing {
+	if l.releasing {
+		l.mu.Unlock()
 		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ErrReleased))
 	}
+	l.renewing = make(chan struct{})
+	l.ttl = ttl
+	l.mu.Unlock()
 
 	sent := now()
 	results, err := l.client.backend.Renew(ctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
 	if err == nil && len(results) != 1 {
 		err = fmt.Errorf("backend returned %d results for 1 renewal", len(results))
 	}
+	res := RenewResult{Err: err}
 	if err == nil {
-		err = results[0].Err
+		res = results[0]
 	}
-	if err != nil {
-		return lockError("refresh", l.ref.Key, err)
-	}
-	if !results[0].Held {
-		l.lose("refresh found the lock gone")
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ErrLost))
-	}
-
-	l.mu.Lock()
-	if l.err == nil {
-		l.ttl = ttl
-		l.deadline = sent.Add(ttl)
-		l.nextRenew = sent.Add(l.autoRenew)
-	}
-	l.mu.Unlock()
+	l.finishRenewal(sent, ttl, res)
 	l.client.leases.reschedule(l)
-	return nil
+	switch {
+	case res.Err != nil:
+		return lockError("refresh", l.ref.Key, res.Err)
+	case !res.Held:
+		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ErrLost))
+	default:
+		return nil
+	}
 }
 
 // Release gives the lock up: it stops renewal (waiting for a renewal in
@@ -174,6 +185,7 @@ func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
 // release implements Release; cause, when not nil, is added to ErrReleased
 // (Close passes ErrClosed).
 func (l *Lock) release(ctx context.Context, cause error) error {
+	defer l.client.ops.begin()()
 	l.mu.Lock()
 	if l.releasing {
 		l.mu.Unlock()

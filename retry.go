@@ -28,6 +28,10 @@ var defaultRetry RetryStrategy = ExponentialBackoff{Min: 10 * time.Millisecond, 
 func (b ExponentialBackoff) Backoff(failures int) time.Duration {
 	d := b.Min
 	for i := 1; i < failures && d < b.Max; i++ {
+		if d > b.Max/2 {
+			d = b.Max // doubling would pass Max (or overflow)
+			break
+		}
 		d *= 2
 	}
 	return jitter(min(d, b.Max))

@@ -88,15 +88,15 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		return fencelock.AcquireResult{}, err
 	}
 	k := keysFor(req.Namespace, req.Key)
-	var res fencelock.AcquireResult
-	err := b.guard(ctx, func(ctx context.Context) error {
+	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
+		var res fencelock.AcquireResult
 		vals, err := b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence},
 			req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry)).Int64Slice()
 		if err != nil {
-			return err
+			return res, err
 		}
 		if len(vals) < 3 {
-			return fmt.Errorf("redisbackend: acquire script returned %v", vals)
+			return res, fmt.Errorf("redisbackend: acquire script returned %v", vals)
 		}
 		res.Acquired, res.Fence, res.Holds = vals[0] == 1, vals[1], int(vals[2])
 		if !res.Acquired && len(vals) > 3 && vals[3] >= 0 {
@@ -104,24 +104,20 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 			// then, not after a whole backoff.
 			res.HolderTTL = max(time.Duration(vals[3])*time.Millisecond, time.Millisecond)
 		}
-		return nil
+		return res, nil
 	})
-	return res, err
 }
 
 // Release implements fencelock.Backend.
 func (b *Backend) Release(ctx context.Context, ref fencelock.LockRef) (fencelock.ReleaseResult, error) {
 	k := keysFor(ref.Namespace, ref.Key)
-	var res fencelock.ReleaseResult
-	err := b.guard(ctx, func(ctx context.Context) error {
+	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
 		left, err := b.pipe.run(ctx, releaseScript, []string{k.lock}, ref.Token, k.channel).Int64()
 		if err != nil {
-			return err
+			return fencelock.ReleaseResult{}, err
 		}
-		res.Held, res.Remaining = left >= 0, int(max(left, 0))
-		return nil
+		return fencelock.ReleaseResult{Held: left >= 0, Remaining: int(max(left, 0))}, nil
 	})
-	return res, err
 }
 
 // Renew implements fencelock.Backend: one pipelined round trip for the
@@ -132,28 +128,21 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		k := keysFor(r.Namespace, r.Key)
 		calls[i] = call{keys: []string{k.lock}, args: []any{r.Token, ms(r.TTL)}}
 	}
-	results := make([]fencelock.RenewResult, len(reqs))
-	err := b.guard(ctx, func(ctx context.Context) error {
+	return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
+		results := make([]fencelock.RenewResult, len(reqs))
 		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
 			n, err := cmd.Int64()
 			results[i] = fencelock.RenewResult{Held: err == nil && n == 1, Err: err}
 		}
-		return nil
+		return results, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
 }
 
 // TTL implements fencelock.Backend.
 func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
 	k := keysFor(ref.Namespace, ref.Key)
-	var pttl int64
-	err := b.guard(ctx, func(ctx context.Context) error {
-		var err error
-		pttl, err = b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).Int64()
-		return err
+	pttl, err := guard(b, ctx, func(ctx context.Context) (int64, error) {
+		return b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).Int64()
 	})
 	if err != nil {
 		return 0, err
@@ -188,21 +177,31 @@ func (b *Backend) Close() error {
 // bounds a request by its read and write timeouts, not by the context
 // (unless ContextTimeoutEnabled is set), so without this a paused server
 // would hold the caller past its deadline. A request abandoned this way
-// finishes in the background within those timeouts; Close waits for it.
-func (b *Backend) guard(ctx context.Context, f func(context.Context) error) error {
+// finishes in the background within those timeouts (its result is dropped);
+// Close waits for it.
+func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		var zero T
+		return zero, err
 	}
 	if ctx.Done() == nil {
 		return f(ctx)
 	}
-	errc := make(chan error, 1)
-	b.calls.Go(func() { errc <- f(ctx) })
+	type result struct {
+		val T
+		err error
+	}
+	done := make(chan result, 1)
+	b.calls.Go(func() {
+		val, err := f(ctx)
+		done <- result{val, err}
+	})
 	select {
-	case err := <-errc:
-		return err
+	case r := <-done:
+		return r.val, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 

@@ -437,7 +437,7 @@ func startInstance(ctx context.Context, n int, exe string, args, env []string, d
 
 	listening := make(chan string, 1)
 	copied := make(chan struct{}) // closed when the whole output is in the log file
-	go func() { // copy the output to the log file, spotting the listening line
+	go func() {                   // copy the output to the log file, spotting the listening line
 		defer close(copied)
 		defer logFile.Close()
 		defer pr.Close()

@@ -11,6 +11,13 @@
 // RedisStore keeps values in Redis (one Lua script per write); SQLStore keeps
 // them in a SQL table (PostgreSQL or SQLite, through database/sql) and can
 // write inside the caller's transaction, next to the business write.
+//
+// A store is only as safe as its own durability: it must remember the
+// largest token it accepted. A Redis without persistence that restarts, or a
+// failover that loses recent writes, forgets it, and the next write of any
+// token is then accepted as a first write. Keep the fenced data and its
+// token where the data itself is durable (the SQL store, next to the
+// business rows), or run Redis with AOF and replica acknowledgement.
 package fence
 
 import (

@@ -33,6 +33,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -79,7 +80,9 @@ type Option func(*Guard)
 func WithLockTTL(ttl time.Duration) Option { return func(g *Guard) { g.lockTTL = ttl } }
 
 // WithWait makes a duplicate wait up to d for a run in progress, and then
-// replay its result, instead of failing at once with ErrInProgress.
+// replay its result, instead of failing at once with ErrInProgress (the
+// default: a duplicate arriving while the first request runs is told so at
+// once, for a 409).
 func WithWait(d time.Duration) Option { return func(g *Guard) { g.wait = d } }
 
 // New returns a Guard that locks through locks and keeps records in store.
@@ -118,7 +121,7 @@ func (g *Guard) Do(ctx context.Context, scope, key string, op Operation) (Result
 		return Result{Response: rec.response, Replayed: true}, nil
 	}
 
-	lk, err := g.locks.Acquire(ctx, "idempotency:"+scope+":"+key, g.lockTTL,
+	lk, err := g.locks.Acquire(ctx, lockKey(scope, key), g.lockTTL,
 		fencelock.WithWait(g.wait), fencelock.WithAutoRenew(g.lockTTL/3))
 	if errors.Is(err, fencelock.ErrNotAcquired) && ctx.Err() == nil {
 		return Result{}, fmt.Errorf("%w: %s %q", ErrInProgress, scope, key)
@@ -146,4 +149,11 @@ func (g *Guard) Do(ctx context.Context, scope, key string, op Operation) (Result
 		return Result{}, err
 	}
 	return Result{Response: response}, nil
+}
+
+// lockKey names the lock of one request. The scope's length goes first so
+// that scopes and keys containing ':' cannot make two requests share a lock
+// ("a:b" + "c" and "a" + "b:c").
+func lockKey(scope, key string) string {
+	return "idempotency:" + strconv.Itoa(len(scope)) + ":" + scope + ":" + key
 }

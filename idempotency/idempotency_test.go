@@ -254,7 +254,7 @@ func TestSupersededRunCannotCommit(t *testing.T) {
 	<-started
 	// The slow run's lock vanishes on the server (as after a failover that
 	// lost it) before its next renewal could notice.
-	e.rdb.Del(ctx, "lock:{idempotency:create_order:REQ-3}:lock")
+	e.rdb.Del(ctx, "lock:{idempotency:12:create_order:REQ-3}:lock")
 	fast := idempotency.New(e.locks[1], e.store)
 	res, err := fast.Do(ctx, "create_order", "REQ-3", func(_ context.Context, tx *sql.Tx) ([]byte, error) {
 		return []byte("fast"), nil
@@ -287,5 +287,29 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := idempotency.NewStore(e.db, idempotency.SQLite, "x; drop"); err == nil {
 		t.Error("bad table name accepted")
+	}
+}
+
+// Scopes and keys with ':' in them do not share locks: a request in
+// progress for ("a:b", "c") does not block ("a", "b:c").
+func TestScopesDoNotCollide(t *testing.T) {
+	e := setups(t)["sqlite"](t)
+	g := idempotency.New(e.locks[0], e.store)
+	ctx := context.Background()
+	started, proceed := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		g.Do(ctx, "a:b", "c", func(context.Context, *sql.Tx) ([]byte, error) {
+			close(started)
+			<-proceed
+			return []byte("first"), nil
+		})
+	})
+	<-started
+	res, err := g.Do(ctx, "a", "b:c", func(context.Context, *sql.Tx) ([]byte, error) { return []byte("second"), nil })
+	close(proceed)
+	wg.Wait()
+	if err != nil || string(res.Response) != "second" {
+		t.Fatalf("(a, b:c) while (a:b, c) runs: %+v %v", res, err)
 	}
 }

@@ -19,26 +19,44 @@ var (
 // Messages are hints: a waiter always keeps a fallback timer, and after a
 // connection error every waiter is woken to try again, because a release
 // may have been missed while go-redis reconnected.
+//
+// Waiters only change the wanted state under mu; one goroutine, the
+// subscriber, sends SUBSCRIBE and UNSUBSCRIBE to match it. So no waiter
+// waits on the network (a partition cannot hold one past its context), and
+// the commands for one channel go out in the order of the state changes.
 type notifier struct {
 	rdb          redis.UniversalClient
 	readyTimeout time.Duration
 
 	mu       sync.Mutex
-	ps       *redis.PubSub // made by the first watch
+	ps       *redis.PubSub // made by the first watch, with the goroutines
 	channels map[string]*channel
+	dirty    map[string]struct{} // channels whose subscription may not match their watchers
 	closed   bool
-	loop     sync.WaitGroup
+
+	kick chan struct{} // buffered: the subscriber has work
+	quit chan struct{}
+	loop sync.WaitGroup // the receiver and the subscriber
 }
 
-// channel is the state of one subscribed channel.
+// channel is the state of one release channel.
 type channel struct {
-	watchers  map[chan struct{}]struct{}
-	ready     chan struct{} // closed once the server confirmed the subscription
-	confirmed bool
+	watchers   map[chan struct{}]struct{}
+	subscribed bool          // SUBSCRIBE sent (and no UNSUBSCRIBE since)
+	pending    int           // SUBSCRIBEs sent whose confirmation has not come back
+	ready      chan struct{} // closed once the latest SUBSCRIBE is confirmed
+	confirmed  bool
 }
 
 func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifier {
-	return &notifier{rdb: rdb, readyTimeout: readyTimeout, channels: map[string]*channel{}}
+	return &notifier{
+		rdb:          rdb,
+		readyTimeout: readyTimeout,
+		channels:     map[string]*channel{},
+		dirty:        map[string]struct{}{},
+		kick:         make(chan struct{}, 1),
+		quit:         make(chan struct{}),
+	}
 }
 
 // watch registers a waiter on name and returns once the subscription is
@@ -53,23 +71,19 @@ func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, er
 		return nil, errClosed
 	}
 	if n.ps == nil {
-		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx))
-		n.loop.Add(1)
+		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx)) // no I/O until the first SUBSCRIBE
+		n.loop.Add(2)
 		go n.receive(n.ps)
+		go n.subscriber(n.ps)
 	}
 	ch := n.channels[name]
 	if ch == nil {
-		// Subscribing under the lock keeps SUBSCRIBE and UNSUBSCRIBE of one
-		// channel in the order of our state changes.
-		if err := n.ps.Subscribe(ctx, name); err != nil {
-			n.mu.Unlock()
-			return nil, err
-		}
 		ch = &channel{watchers: map[chan struct{}]struct{}{}, ready: make(chan struct{})}
 		n.channels[name] = ch
 	}
 	ch.watchers[wake] = struct{}{}
 	ready := ch.ready
+	n.markDirty(name)
 	n.mu.Unlock()
 
 	w := fencelock.NewWatch(wake, func() { n.unwatch(name, wake) })
@@ -85,26 +99,115 @@ func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, er
 	return w, nil
 }
 
-// unwatch removes a waiter; a channel left without waiters is unsubscribed
-// at once. That keeps Redis's subscriber order (the order in which it
+// unwatch removes a waiter. A channel left without waiters is unsubscribed
+// at once, which keeps Redis's subscriber order (the order in which it
 // delivers a release message) close to the order in which processes began
-// waiting, so across processes the longest waiter tends to try first.
+// waiting: across processes the longest waiter tends to try first.
 func (n *notifier) unwatch(name string, wake chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ch := n.channels[name]; ch != nil {
+		delete(ch.watchers, wake)
+		if len(ch.watchers) == 0 {
+			n.markDirty(name)
+		}
+	}
+}
+
+// markDirty queues name for the subscriber. n.mu must be held.
+func (n *notifier) markDirty(name string) {
+	n.dirty[name] = struct{}{}
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// subscriber sends SUBSCRIBE and UNSUBSCRIBE until the notifier closes, so
+// that a channel is subscribed exactly while it has waiters.
+func (n *notifier) subscriber(ps *redis.PubSub) {
+	defer n.loop.Done()
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-n.kick:
+		}
+		for {
+			name, subscribe, ok := n.nextChange()
+			if !ok {
+				break
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			var err error
+			if subscribe {
+				err = ps.Subscribe(ctx, name)
+			} else {
+				err = ps.Unsubscribe(ctx, name)
+			}
+			cancel()
+			n.changed(name, subscribe, err)
+			if err != nil {
+				select { // the connection is down: go-redis will reconnect
+				case <-n.quit:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+	}
+}
+
+// nextChange picks a channel whose subscription does not match its
+// watchers, and says whether to subscribe or unsubscribe it.
+func (n *notifier) nextChange() (name string, subscribe, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for name := range n.dirty {
+		delete(n.dirty, name)
+		ch := n.channels[name]
+		if ch == nil {
+			continue
+		}
+		switch want := len(ch.watchers) > 0; {
+		case want && !ch.subscribed:
+			ch.subscribed = true
+			ch.pending++
+			return name, true, true
+		case !want && ch.subscribed:
+			ch.subscribed = false
+			if ch.confirmed { // a later watcher waits for the next SUBSCRIBE
+				ch.confirmed, ch.ready = false, make(chan struct{})
+			}
+			return name, false, true
+		case !want && ch.pending == 0:
+			delete(n.channels, name)
+		}
+	}
+	return "", false, false
+}
+
+// changed records the outcome of a SUBSCRIBE or UNSUBSCRIBE.
+func (n *notifier) changed(name string, subscribe bool, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ch := n.channels[name]
 	if ch == nil {
 		return
 	}
-	delete(ch.watchers, wake)
-	if len(ch.watchers) > 0 || n.closed {
+	if err != nil {
+		// Not sent (or not known to be): try again later. A failed
+		// UNSUBSCRIBE leaves the channel subscribed, harmlessly.
+		if subscribe {
+			ch.subscribed = false
+			ch.pending = max(ch.pending-1, 0)
+		}
+		n.markDirty(name)
 		return
 	}
-	delete(n.channels, name)
-	// Under the lock, so that a new watch's SUBSCRIBE comes after this.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = n.ps.Unsubscribe(ctx, name) // on error the channel stays subscribed, harmlessly
+	if !subscribe && len(ch.watchers) == 0 && ch.pending == 0 {
+		delete(n.channels, name)
+	}
 }
 
 // receive dispatches messages until the pub/sub connection is closed.
@@ -135,12 +238,24 @@ func (n *notifier) receive(ps *redis.PubSub) {
 	}
 }
 
+// confirm handles the server's confirmation of a SUBSCRIBE. Confirmations
+// come back in the order the commands went out, so the latest SUBSCRIBE of a
+// channel is confirmed when none is pending any more (an older one, sent
+// before an UNSUBSCRIBE, does not count for the new subscription).
 func (n *notifier) confirm(name string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ch := n.channels[name]; ch != nil && !ch.confirmed {
+	ch := n.channels[name]
+	if ch == nil {
+		return
+	}
+	ch.pending = max(ch.pending-1, 0) // go-redis re-subscribes after a reconnect, uncounted
+	if ch.pending == 0 && ch.subscribed && !ch.confirmed {
 		ch.confirmed = true
 		close(ch.ready)
+	}
+	if ch.pending == 0 && !ch.subscribed && len(ch.watchers) == 0 {
+		delete(n.channels, name)
 	}
 }
 
@@ -188,6 +303,7 @@ func (n *notifier) close() error {
 	n.closed = true
 	ps := n.ps
 	n.mu.Unlock()
+	close(n.quit)
 	var err error
 	if ps != nil {
 		err = ps.Close()

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +28,31 @@ var (
 	// ErrLockLost: the lock was lost before the transaction committed, so
 	// nothing was written (503; the client may retry).
 	ErrLockLost = errors.New("the lock was lost before the order was committed")
+	// ErrRequestMismatch is matched by every *RequestMismatchError (422).
+	ErrRequestMismatch = errors.New("request number reused for a different order")
 )
+
+// RequestMismatchError reports a request number already used for another
+// order (another product or count). Replaying that order's response would
+// tell the client its new order was created, so the request is refused.
+type RequestMismatchError struct {
+	RequestNo string
+	ProductID int64 // of this request
+	Count     int64
+	First     *Order // the order created under the request number, when known
+}
+
+// Error names both requests.
+func (e *RequestMismatchError) Error() string {
+	msg := fmt.Sprintf("requestNo %q was already used for a different order", e.RequestNo)
+	if e.First != nil {
+		msg += fmt.Sprintf(" (productId %d, count %d)", e.First.ProductID, e.First.Count)
+	}
+	return msg + fmt.Sprintf("; this request has productId %d, count %d: send a new requestNo for a new order", e.ProductID, e.Count)
+}
+
+// Is reports whether target is ErrRequestMismatch.
+func (e *RequestMismatchError) Is(target error) bool { return target == ErrRequestMismatch }
 
 // App is one instance of the order service: the database, the lock client
 // and the idempotency guard, shared by all requests.
@@ -183,9 +209,51 @@ type CreateOrderRequest struct {
 	Count     int64  `json:"count"`
 }
 
+// requestHash is the hash of the canonical form of req, without its request
+// number: what a duplicate must match to be answered with the stored
+// response.
+func requestHash(req CreateOrderRequest) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "create_order/v1\nproductId=%d\ncount=%d\n", req.ProductID, req.Count))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// storedOrder is what the idempotency record of an order keeps: the response
+// body, byte for byte, and the hash of the request it answered.
+type storedOrder struct {
+	RequestHash string `json:"requestHash"`
+	Body        string `json:"body"`
+}
+
+// storeOrderResponse wraps the response body of req for its record.
+func storeOrderResponse(req CreateOrderRequest, body []byte) ([]byte, error) {
+	return json.Marshal(storedOrder{RequestHash: requestHash(req), Body: string(body)})
+}
+
+// replayOrderResponse returns the response body stored in an order's
+// record, or a *RequestMismatchError when the record answered a request
+// other than req. A record written before the hash was kept holds the bare
+// body: it is replayed as it is.
+func replayOrderResponse(req CreateOrderRequest, stored []byte) ([]byte, error) {
+	var so storedOrder
+	if err := json.Unmarshal(stored, &so); err != nil || so.RequestHash == "" {
+		return stored, nil
+	}
+	if so.RequestHash != requestHash(req) {
+		e := &RequestMismatchError{RequestNo: req.RequestNo, ProductID: req.ProductID, Count: req.Count}
+		var first Order
+		if json.Unmarshal([]byte(so.Body), &first) == nil {
+			e.First = &first
+		}
+		return nil, e
+	}
+	return []byte(so.Body), nil
+}
+
 // CreateOrder creates the order of req once per request number: the
 // response is the order's JSON body, and duplicates get the very same body
 // (replayed true), or idempotency.ErrInProgress while the first is running.
+// A duplicate with another product or count gets a *RequestMismatchError:
+// the record keeps the hash of the request it answered.
 //
 // The order is written under the product's lock and inside the idempotency
 // guard, in one transaction with the stock decrement and the request's
@@ -205,9 +273,15 @@ func (a *App) CreateOrder(ctx context.Context, req CreateOrderRequest, requestID
 
 	// A finished request is replayed without waiting for the product lock;
 	// an unknown product is refused before locking (see Deduct).
-	if body, ok, err := a.storedResponse(ctx, req.RequestNo); err != nil || ok {
+	if stored, ok, err := a.storedResponse(ctx, req.RequestNo); err != nil || ok {
+		if err == nil {
+			body, err = replayOrderResponse(req, stored)
+		}
 		log.Info("create_order", "lock_key", "", "lock_outcome", "not needed (stored response)", "replayed", ok, "outcome", outcomeOf(err), errAttr(err))
-		return body, ok, err
+		if err != nil {
+			return nil, false, err
+		}
+		return body, true, nil
 	}
 	if _, err := a.store.Product(ctx, req.ProductID); err != nil {
 		log.Info("create_order", "lock_key", "", "lock_outcome", "not taken", "outcome", outcomeOf(err), errAttr(err))
@@ -223,7 +297,11 @@ func (a *App) CreateOrder(ctx context.Context, req CreateOrderRequest, requestID
 			if err != nil {
 				return nil, err
 			}
-			return orderBody(o)
+			body, err := orderBody(o)
+			if err != nil {
+				return nil, err
+			}
+			return storeOrderResponse(req, body)
 		})
 		if err == nil {
 			res, finished = r, true
@@ -246,14 +324,20 @@ func (a *App) CreateOrder(ctx context.Context, req CreateOrderRequest, requestID
 			err = fmt.Errorf("%w: %s %q", idempotency.ErrInProgress, orderScope, req.RequestNo)
 		}
 	}
+	if err == nil {
+		// The record's response: this run's, or a duplicate's stored one
+		// (which must answer the same request).
+		body, err = replayOrderResponse(req, res.Response)
+	}
 	log.Info("create_order", append(info.attrs(), "replayed", res.Replayed, "outcome", outcomeOf(err), errAttr(err))...)
 	if err != nil {
 		return nil, false, classifyLockError(err)
 	}
-	return res.Response, res.Replayed, nil
+	return body, res.Replayed, nil
 }
 
-// storedResponse returns the response of a finished request.
+// storedResponse returns the stored response of a finished request, as its
+// record keeps it (see replayOrderResponse).
 func (a *App) storedResponse(ctx context.Context, requestNo string) ([]byte, bool, error) {
 	rec, found, err := a.store.Idempotency().Get(ctx, orderScope, requestNo)
 	if err != nil || !found || rec.State != "done" {
@@ -269,6 +353,9 @@ func (a *App) createOrderNaive(ctx context.Context, d Deduction) ([]byte, bool, 
 	if o, found, err := a.store.OrderByRequestNo(ctx, d.RequestNo); err != nil {
 		return nil, false, err
 	} else if found {
+		if o.ProductID != d.ProductID || o.Count != d.Count {
+			return nil, false, &RequestMismatchError{RequestNo: d.RequestNo, ProductID: d.ProductID, Count: d.Count, First: &o}
+		}
 		body, err := orderBody(o)
 		return body, true, err
 	}
@@ -319,6 +406,8 @@ func outcomeOf(err error) string {
 		return "busy"
 	case errors.Is(err, ErrProductNotFound):
 		return "product_not_found"
+	case errors.Is(err, ErrRequestMismatch):
+		return "request_mismatch"
 	case errors.Is(err, ErrInsufficientStock):
 		return "insufficient_stock"
 	case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, idempotency.ErrSuperseded):

@@ -30,6 +30,8 @@ const (
 	CodeInvalidProductID  = "invalid_product_id"
 	CodeInvalidCount      = "invalid_count"
 	CodeMissingRequestNo  = "missing_request_no"
+	CodeInvalidRequestNo  = "invalid_request_no" // longer than maxRequestNoLen
+	CodeRequestMismatch   = "request_mismatch"   // status 422: requestNo reused for another product or count
 	CodeNotFound          = "not_found"
 	CodeProductNotFound   = "product_not_found"
 	CodeMethodNotAllowed  = "method_not_allowed"
@@ -44,6 +46,9 @@ const (
 
 // maxCount bounds the count of one deduction or order.
 const maxCount = 1_000_000
+
+// maxRequestNoLen bounds the length of a requestNo, in bytes.
+const maxRequestNoLen = 128
 
 // APIError is the body of every error response.
 type APIError struct {
@@ -287,7 +292,8 @@ func (a *App) handleDeduct(w http.ResponseWriter, r *http.Request) {
 // handleCreateOrder: POST /api/orders {"requestNo", "productId", "count"} →
 // 201 with the order (replayed identically for duplicates, with
 // Idempotent-Replayed: true), 400, 404, 409 insufficient_stock or
-// in_progress, 503 busy or lock_lost.
+// in_progress, 422 request_mismatch (the requestNo was used for another
+// product or count), 503 busy or lock_lost.
 func (a *App) handleCreateOrder(w http.ResponseWriter, r *http.Request) {
 	var req CreateOrderRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -298,8 +304,8 @@ func (a *App) handleCreateOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError(http.StatusBadRequest, CodeMissingRequestNo, "missing requestNo: the client must send the same non-blank request number with every retry of one order"))
 		return
 	}
-	if len(req.RequestNo) > 128 {
-		writeError(w, apiError(http.StatusBadRequest, CodeMissingRequestNo, "invalid requestNo: longer than 128 bytes"))
+	if len(req.RequestNo) > maxRequestNoLen {
+		writeError(w, apiError(http.StatusBadRequest, CodeInvalidRequestNo, "invalid requestNo: %d bytes long, at most %d allowed", len(req.RequestNo), maxRequestNoLen))
 		return
 	}
 	if req.ProductID <= 0 {
@@ -379,9 +385,12 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) *APIError {
 // writeDomainError maps an error of the App or the store to a response.
 func (a *App) writeDomainError(w http.ResponseWriter, r *http.Request, err error) {
 	var insufficient *InsufficientStockError
+	var mismatch *RequestMismatchError
 	switch {
 	case errors.Is(err, ErrProductNotFound):
 		writeError(w, apiError(http.StatusNotFound, CodeProductNotFound, "%v", err))
+	case errors.As(err, &mismatch):
+		writeError(w, apiError(http.StatusUnprocessableEntity, CodeRequestMismatch, "%s", mismatch.Error()))
 	case errors.As(err, &insufficient):
 		writeError(w, apiError(http.StatusConflict, CodeInsufficientStock, "%s", insufficient.Error()))
 	case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, idempotency.ErrSuperseded):

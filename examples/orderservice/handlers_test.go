@@ -212,6 +212,160 @@ func TestCreateOrderBadRequests(t *testing.T) {
 			t.Errorf("body %s: %d %s, want 400 %s", tc.body, r.status, r.body, tc.code)
 		}
 	}
+
+	// A requestNo over the limit has a code of its own, and the message
+	// names the limit; one at the limit is fine.
+	long := fmt.Sprintf(`{"requestNo":%q,"productId":%d,"count":1}`, strings.Repeat("n", maxRequestNoLen+1), p.ID)
+	r := call(t, "POST", ts.URL+"/api/orders", long)
+	if r.status != http.StatusBadRequest {
+		t.Fatalf("requestNo of %d bytes: %d %s, want 400", maxRequestNoLen+1, r.status, r.body)
+	}
+	if e := r.apiErr(t); e.Code != CodeInvalidRequestNo || !strings.Contains(e.Message, "129 bytes") || !strings.Contains(e.Message, "at most 128") {
+		t.Errorf("requestNo of %d bytes: %+v, want %s naming its length and the limit 128", maxRequestNoLen+1, e, CodeInvalidRequestNo)
+	}
+	atLimit := fmt.Sprintf(`{"requestNo":%q,"productId":%d,"count":1}`, strings.Repeat("n", maxRequestNoLen), p.ID)
+	if r := call(t, "POST", ts.URL+"/api/orders", atLimit); r.status != http.StatusCreated {
+		t.Errorf("requestNo of %d bytes: %d %s, want 201", maxRequestNoLen, r.status, r.body)
+	}
+}
+
+// A requestNo reused with another product or count is refused (422), not
+// answered with the first order's response; the same body still replays.
+func TestCreateOrderRequestMismatch(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.WorkDelay = 300 * time.Millisecond // how long a first request stays in progress
+	cfg.LockWait = 2 * time.Second
+	app, ts, logs := newTestApp(t, cfg)
+	ctx := context.Background()
+	p1 := createProduct(t, ts.URL, 10)
+	p2 := createProduct(t, ts.URL, 10)
+	order := func(no string, product int64, count int) string {
+		return fmt.Sprintf(`{"requestNo":%q,"productId":%d,"count":%d}`, no, product, count)
+	}
+	// mismatch posts body and wants 422 request_mismatch, naming the request
+	// number and the first order.
+	mismatch := func(body string, firstProduct int64, firstCount int) {
+		t.Helper()
+		r := call(t, "POST", ts.URL+"/api/orders", body)
+		if r.status != http.StatusUnprocessableEntity || r.header.Get(HeaderReplayed) != "" {
+			t.Errorf("body %s: %d %s (replayed %q), want 422", body, r.status, r.body, r.header.Get(HeaderReplayed))
+			return
+		}
+		e := r.apiErr(t)
+		if e.Code != CodeRequestMismatch || !strings.Contains(e.Message, "already used for a different order") ||
+			!strings.Contains(e.Message, fmt.Sprintf("(productId %d, count %d)", firstProduct, firstCount)) {
+			t.Errorf("body %s: %+v, want %s naming the first order", body, e, CodeRequestMismatch)
+		}
+	}
+	// whileInProgress runs body's request, and calls during once its record
+	// is in progress.
+	whileInProgress := func(no, body string, during func()) reply {
+		t.Helper()
+		var first reply
+		var wg sync.WaitGroup
+		wg.Go(func() { first = call(t, "POST", ts.URL+"/api/orders", body) })
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			rec, found, err := app.store.Idempotency().Get(ctx, orderScope, no)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if found && rec.State == "in_progress" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("request %s never got in progress", no)
+			}
+		}
+		during()
+		wg.Wait()
+		if first.status != http.StatusCreated {
+			t.Fatalf("first %s: %d %s", no, first.status, first.body)
+		}
+		return first
+	}
+
+	// A finished request: its stored record is read before any lock.
+	first := call(t, "POST", ts.URL+"/api/orders", order("MIX-1", p1.ID, 2))
+	if first.status != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	mismatch(order("MIX-1", p1.ID, 1), p1.ID, 2) // another count
+	mismatch(order("MIX-1", p2.ID, 2), p1.ID, 2) // another product
+	again := call(t, "POST", ts.URL+"/api/orders", order("MIX-1", p1.ID, 2))
+	if again.status != http.StatusCreated || again.header.Get(HeaderReplayed) != "true" || !bytes.Equal(again.body, first.body) {
+		t.Errorf("the same body again: %d %q %s, want the first body replayed", again.status, again.header.Get(HeaderReplayed), again.body)
+	}
+
+	// A duplicate naming another product while the first runs: it takes
+	// that product's lock, waits in the idempotency guard for the request's
+	// lock, and gets the record the first run stored.
+	whileInProgress("MIX-2", order("MIX-2", p1.ID, 1), func() {
+		mismatch(order("MIX-2", p2.ID, 1), p1.ID, 1)
+	})
+	// The same while that other product is busy: the record is read after
+	// the lock wait.
+	held, err := lockClient(t, cfg).TryAcquire(ctx, fmt.Sprintf("product:%d", p2.ID), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whileInProgress("MIX-3", order("MIX-3", p1.ID, 3), func() {
+		mismatch(order("MIX-3", p2.ID, 3), p1.ID, 3)
+	})
+	held.Release(ctx)
+	// Those were the paths taken.
+	for _, want := range []struct{ no, lockOutcome string }{
+		{"MIX-1", "not needed (stored response)"}, {"MIX-2", outcomeAcquired}, {"MIX-3", outcomeBusy},
+	} {
+		if !hasLogLine(logs.String(), map[string]any{"msg": "create_order", "request_no": want.no,
+			"product_id": float64(p2.ID), "outcome": "request_mismatch", "lock_outcome": want.lockOutcome}) {
+			t.Errorf("no create_order log line of %s for product %d with lock_outcome %q and outcome request_mismatch", want.no, p2.ID, want.lockOutcome)
+		}
+	}
+
+	// One order each, and the refused requests took nothing.
+	counts, err := app.store.OrdersByRequestNo(ctx, "MIX-")
+	if err != nil || len(counts) != 3 || counts["MIX-1"] != 1 || counts["MIX-2"] != 1 || counts["MIX-3"] != 1 {
+		t.Errorf("orders by request number %v (%v), want one each for MIX-1, MIX-2 and MIX-3", counts, err)
+	}
+	for _, want := range []struct{ id, stock int64 }{{p1.ID, 10 - 2 - 1 - 3}, {p2.ID, 10}} {
+		if got, _ := app.store.Product(ctx, want.id); got.Stock != want.stock {
+			t.Errorf("product %d: stock %d, want %d", want.id, got.Stock, want.stock)
+		}
+	}
+
+	// A record stored before the request hash was kept (the bare body) is
+	// still replayed.
+	old := []byte(`{"id":99,"productId":1,"count":1}` + "\n")
+	if _, err := app.store.db.ExecContext(ctx, `INSERT INTO `+idempotencyTable+
+		` (scope, request_key, state, fence, response, updated_ms) VALUES (?, ?, 'done', 1, ?, 0)`, orderScope, "OLD-1", old); err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, "POST", ts.URL+"/api/orders", order("OLD-1", p1.ID, 1))
+	if r.status != http.StatusCreated || r.header.Get(HeaderReplayed) != "true" || !bytes.Equal(r.body, old) {
+		t.Errorf("old record: %d %q %s, want %s replayed", r.status, r.header.Get(HeaderReplayed), r.body, old)
+	}
+}
+
+// hasLogLine reports whether a JSON log line of logs has all the fields of
+// want.
+func hasLogLine(logs string, want map[string]any) bool {
+	for line := range strings.Lines(logs) {
+		var got map[string]any
+		if json.Unmarshal([]byte(line), &got) != nil {
+			continue
+		}
+		match := true
+		for k, v := range want {
+			if got[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
 }
 
 func TestCreateOrderReplaysTheFirstResponse(t *testing.T) {
@@ -345,8 +499,25 @@ func TestGracefulShutdown(t *testing.T) {
 	var r reply
 	var wg sync.WaitGroup
 	wg.Go(func() { r = call(t, "POST", fmt.Sprintf("%s/api/stock/%d/deduct?count=1", base, p.ID), "") })
-	time.Sleep(150 * time.Millisecond) // the request is inside its critical section
-	cancel()                           // SIGTERM
+	// Wait until the request is inside its critical section: its product
+	// lock is in Redis (it holds it for the work delay, 500 ms).
+	opts, _ := redis.ParseURL(cfg.RedisURL)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	lockKey := fmt.Sprintf("%s:{product:%d}:lock", cfg.Namespace, p.ID)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		n, err := rdb.Exists(context.Background(), lockKey).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the request never took its lock %s", lockKey)
+		}
+	}
+	cancel() // SIGTERM
 	wg.Wait()
 	if r.status != http.StatusOK {
 		t.Errorf("in-flight request: %d %s, want 200", r.status, r.body)
@@ -362,10 +533,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"stopped`) {
 		t.Error("no stopped log line")
 	}
-	opts, _ := redis.ParseURL(cfg.RedisURL)
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	n, err := rdb.Exists(context.Background(), fmt.Sprintf("%s:{product:%d}:lock", cfg.Namespace, p.ID)).Result()
+	n, err := rdb.Exists(context.Background(), lockKey).Result()
 	if err != nil || n != 0 {
 		t.Errorf("lock key exists %d (%v) after shutdown, want released", n, err)
 	}

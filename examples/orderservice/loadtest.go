@@ -263,7 +263,7 @@ func RunLoadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (*
 		return nil, err
 	}
 	defer closeRedis()
-	databaseURL, sqlitePath, closeDB, err := loadtestDatabase(cfg, dir, rep, progress)
+	databaseURL, sqlitePath, closeDB, err := loadtestDatabase(ctx, cfg, dir, rep, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -325,12 +325,15 @@ func loadtestRedis(cfg LoadtestConfig, rep *Report) (url string, closeFn func(),
 }
 
 // loadtestDatabase picks the database: PostgreSQL (DATABASE_URL or a
-// private server) or a SQLite file in dir.
-func loadtestDatabase(cfg LoadtestConfig, dir string, rep *Report, progress io.Writer) (databaseURL, sqlitePath string, closeFn func(), err error) {
+// private server) or a SQLite file in dir, created and migrated here.
+func loadtestDatabase(ctx context.Context, cfg LoadtestConfig, dir string, rep *Report, progress io.Writer) (databaseURL, sqlitePath string, closeFn func(), err error) {
 	sqlite := func() (string, string, func(), error) {
 		rep.Database = "sqlite"
 		path := filepath.Join(dir, "orders.db")
 		rep.Store = "SQLite file " + path + " (WAL)"
+		if err := prepareSQLite(ctx, path); err != nil {
+			return "", "", nil, err
+		}
 		return "", path, func() {}, nil
 	}
 	if cfg.DB == "sqlite" {
@@ -355,6 +358,30 @@ func loadtestDatabase(cfg LoadtestConfig, dir string, rep *Report, progress io.W
 	return srv.URL(), "", func() { srv.Close() }, nil
 }
 
+// prepareSQLite creates the SQLite file at path in WAL mode and migrates it,
+// before the instances start. Instances that open a new file together all
+// switch it to WAL mode at once, which SQLite can refuse with SQLITE_BUSY
+// without waiting; OpenStore retries that, but the load test need not
+// depend on it. WAL mode is kept in the file, so the instances only read it.
+func prepareSQLite(ctx context.Context, path string) error {
+	s, err := OpenStore(ctx, "", path)
+	if err != nil {
+		return fmt.Errorf("creating the SQLite file: %w", err)
+	}
+	defer s.Close()
+	var mode string
+	if err := s.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return fmt.Errorf("reading the journal mode of %s: %w", path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("SQLite file %s is in journal mode %q, want wal (is WAL supported on this file system?)", path, mode)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrating the SQLite file: %w", err)
+	}
+	return s.Close()
+}
+
 // instance is one service process.
 type instance struct {
 	n       int
@@ -368,8 +395,9 @@ type instance struct {
 // fleet is the instances of a load test.
 type fleet []*instance
 
-// startFleet starts cfg.Instances instances at once (so that they also race
-// to migrate the database) and waits until each listens.
+// startFleet starts cfg.Instances instances at once and waits until each
+// listens. On a PostgreSQL database they race to migrate it (a SQLite file
+// was migrated beforehand: see prepareSQLite).
 func startFleet(ctx context.Context, cfg LoadtestConfig, dir, namespace, redisURL, databaseURL, sqlitePath string) (fleet, error) {
 	exe := cfg.Exe
 	if exe == "" {

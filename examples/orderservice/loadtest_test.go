@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,37 @@ func TestLoadtestNoLockFails(t *testing.T) {
 	}
 	if !rep.CleanShutdown {
 		t.Error("the instances did not shut down cleanly")
+	}
+}
+
+// The load test creates the SQLite file, in WAL mode and migrated, before
+// it starts the instances: they do not race to create it.
+func TestLoadtestPreparesSQLite(t *testing.T) {
+	ctx := context.Background()
+	rep := &Report{}
+	url, path, closeDB, err := loadtestDatabase(ctx, LoadtestConfig{DB: "sqlite"}, t.TempDir(), rep, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+	if url != "" || path == "" || rep.Database != "sqlite" {
+		t.Fatalf("database %q, url %q, path %q: want a SQLite file", rep.Database, url, path)
+	}
+	// A plain connection, without the service's pragmas: what the file is.
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal mode %q (%v), want wal", mode, err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(migrations) {
+		t.Errorf("%d migrations recorded (%v), want %d", n, err, len(migrations))
+	}
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+idempotencyTable).Scan(&n); err != nil {
+		t.Errorf("idempotency table: %v", err)
 	}
 }

@@ -18,7 +18,8 @@
 //	                                  503 busy (Retry-After)
 //	POST /api/orders                {"requestNo": "...", "productId": 1, "count": 1}
 //	                                → 201 order (replayed identically to duplicates,
-//	                                  with Idempotent-Replayed: true), 409 in_progress
+//	                                  with Idempotent-Replayed: true), 409 in_progress,
+//	                                  422 request_mismatch (requestNo reused for another order)
 //	GET  /healthz, GET /metrics     (Prometheus text format)
 //
 // Errors are JSON {"code": "...", "message": "..."}; every response carries

@@ -14,6 +14,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(EnvChild) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if path := os.Getenv(envOpenChild); path != "" {
+		os.Exit(openStoreChild(path))
+	}
 	code := m.Run()
 	if err := servertest.ClosePostgres(); err != nil && code == 0 {
 		code = 1

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"regexp"
 	"strings"
@@ -12,7 +13,8 @@ import (
 
 	"github.com/fencelock/fencelock/idempotency"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
-	_ "modernc.org/sqlite"             // driver "sqlite"
+	"modernc.org/sqlite"               // driver "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Errors of the store. The HTTP layer maps them to status codes.
@@ -117,8 +119,9 @@ type Store struct {
 }
 
 // OpenStore opens PostgreSQL when databaseURL is set, else the SQLite file at
-// sqlitePath (created if missing), and checks the connection. It does not
-// migrate; call Migrate.
+// sqlitePath (created if missing), and checks the connection. A SQLite file
+// that is busy is retried for up to 10 s (see connect). It does not migrate;
+// call Migrate.
 func OpenStore(ctx context.Context, databaseURL, sqlitePath string) (*Store, error) {
 	s := &Store{}
 	var err error
@@ -151,13 +154,55 @@ func OpenStore(ctx context.Context, databaseURL, sqlitePath string) (*Store, err
 		return nil, err
 	}
 	s.idem = idem
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := s.db.PingContext(pingCtx); err != nil {
+	if err := s.connect(ctx); err != nil {
 		s.db.Close()
 		return nil, fmt.Errorf("connecting to %s: %w", s.dialect, err)
 	}
 	return s, nil
+}
+
+// connectTimeout bounds OpenStore's first connection, retries included.
+const connectTimeout = 10 * time.Second
+
+// connect opens the first connection (Ping), within connectTimeout.
+//
+// On SQLite it retries while the file is busy. Opening a connection runs the
+// DSN's pragmas, and journal_mode(WAL) on a file not yet in WAL mode must
+// upgrade the connection's read lock to a write lock. When another process
+// (or connection) is waiting to write at that moment, SQLite answers
+// SQLITE_BUSY at once, without calling the busy handler, since waiting could
+// deadlock. So instances that start together on a new file would fail now
+// and then; the connection that failed is discarded, and a new one is
+// opened after a short backoff. Once the file is in WAL mode, the pragma
+// changes nothing and needs no write lock.
+func (s *Store) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	backoff := 2 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.db.PingContext(ctx)
+		if err == nil || s.dialect != sqliteDialect || !isSQLiteBusy(err) {
+			return err
+		}
+		wait := backoff/2 + rand.N(backoff/2+1) // jitter, so that retries spread
+		if deadline, _ := ctx.Deadline(); time.Until(deadline) < wait {
+			return fmt.Errorf("database still busy after %d attempts in %v: %w", attempt, connectTimeout, err)
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return fmt.Errorf("%w (retrying: %w)", err, serr)
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// isSQLiteBusy reports whether err is SQLite's SQLITE_BUSY (any extended
+// code), "database is locked".
+func isSQLiteBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_BUSY
+	}
+	return strings.Contains(err.Error(), "database is locked")
 }
 
 // SQLiteDSN returns the modernc.org/sqlite data source name of the file at

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -108,7 +109,12 @@ func dialRedis(addr string) (redis.UniversalClient, error) {
 	case strings.Contains(addr, "://"):
 		opt, err := redis.ParseURL(addr)
 		if err != nil {
-			return nil, fmt.Errorf("invalid --redis URL: %w", err)
+			// url.Parse's errors quote the whole URL, password included.
+			var urlErr *url.Error
+			if errors.As(err, &urlErr) {
+				err = urlErr.Err
+			}
+			return nil, fmt.Errorf("invalid --redis URL: %v", err)
 		}
 		rdb = redis.NewClient(opt)
 	default:

@@ -63,9 +63,13 @@ func TestInspectBadUsage(t *testing.T) {
 		{[]string{"inspect"}, "no KEY given"},
 		{[]string{"inspect", "--watch", "-1s", "k"}, "invalid --watch -1s"},
 		{[]string{"inspect", "--redis", "redis://:x@127.0.0.1:1/0", "k"}, "cannot reach Redis"},
+		{[]string{"inspect", "--redis", "redis://:hunter2pass@local host:6379/0", "k"}, "invalid --redis URL"},
 		{[]string{"inspect", "--redis", "127.0.0.1:1", "--namespace", "a{b", "k"}, "cannot reach Redis"},
 	} {
 		code, _, errOut := runCLI(tc.args...)
+		if strings.Contains(errOut, "hunter2") {
+			t.Errorf("%v: the password is in the error: %q", tc.args, errOut)
+		}
 		if code != 2 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}

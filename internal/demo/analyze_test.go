@@ -102,3 +102,174 @@ func TestAnalyzeMutex(t *testing.T) {
 		t.Fatalf("overlap not reported: %+v", res)
 	}
 }
+
+// ms is a millisecond on the mono clock of the synthetic runs below, which
+// start at synthT0.
+const (
+	ms      = int64(time.Millisecond)
+	synthT0 = 10_000 * ms
+)
+
+// at is t milliseconds into a synthetic run.
+func at(t int64) int64 { return synthT0 + t*ms }
+
+// synthHold is one iteration of a synthetic run: held from acq to exit (ms
+// into the run), with the given INCR and DECR results, an enter write just
+// after acq and an exit write just before exit, both accepted.
+func synthHold(worker, iter int, fence, acq, exit, incr, decr int64) *iterRecord {
+	return &iterRecord{
+		Worker: worker, Iter: iter, Fence: fence, AcquireStart: at(acq) - ms, Acquired: at(acq), Exited: at(exit),
+		ReleaseStart: at(exit), Released: true, EnterRan: true, EnterN: incr, ExitRan: true, ExitN: decr,
+		Writes: []writeRecord{
+			{Phase: "enter", Fence: fence, Start: at(acq) + ms, End: at(acq) + 2*ms, Result: writeOK},
+			{Phase: "exit", Fence: fence, Start: at(exit) - 2*ms, End: at(exit) - ms, Result: writeOK},
+		},
+		Outcome: outcomeCompleted,
+	}
+}
+
+// refused makes r's exit write one the store refused, holding current.
+func refused(r *iterRecord, current int64) *iterRecord {
+	r.Writes[1].Result, r.Writes[1].Current = writeStale, current
+	return r
+}
+
+// synthRun is a synthetic run of the holds (each worker's iterations
+// 0..n-1), after tweak replaced or changed some of them.
+func synthRun(name string, workers, iterations int, holds []*iterRecord, tweak []*iterRecord) analysisInput {
+	sc, _ := Lookup(name)
+	recs := map[recKey]*iterRecord{}
+	for _, r := range append(holds, tweak...) {
+		recs[recKey{r.Worker, r.Iter}] = r
+	}
+	done := map[int]bool{}
+	for w := 0; w < workers; w++ {
+		done[w] = true
+	}
+	var last int64
+	for _, r := range recs {
+		last = max(last, r.Fence)
+	}
+	return analysisInput{
+		sc: sc, workers: workers, iterations: iterations, t0: synthT0, end: at(5000), recs: recs,
+		doneWorkers: done, storeToken: last,
+	}
+}
+
+// pauseRun is a pause run of 4 workers x 2 iterations. Worker 0, holding
+// fence 10 from 101ms, is SIGSTOPped at 200ms and resumed at 1200ms; worker
+// 1 has the lock from 700ms (its INCR sees the stopped holder: 2), worker 2
+// after it; worker 0's late exit write is refused and its DECR sees worker
+// 2. Before and after that, the holds follow one another. tweak replaces
+// holds (by worker and iteration).
+func pauseRun(tweak ...*iterRecord) analysisInput {
+	paused := refused(synthHold(0, 0, 10, 101, 1203, 1, 1), 12)
+	paused.Writes[1].Start, paused.Writes[1].End = at(1201), at(1202)
+	paused.LostBeforeRelease, paused.LostAtEnd, paused.Released = true, true, false
+	in := synthRun("pause", 4, 2, []*iterRecord{
+		synthHold(3, 0, 9, 0, 100, 1, 0),
+		paused,
+		synthHold(1, 0, 11, 700, 1000, 2, 1),
+		synthHold(2, 0, 12, 1001, 1300, 2, 0),
+		synthHold(0, 1, 13, 1900, 2000, 1, 0),
+		synthHold(3, 1, 14, 2001, 2100, 1, 0),
+		synthHold(1, 1, 15, 2101, 2200, 1, 0),
+		synthHold(2, 1, 16, 2201, 2300, 1, 0),
+	}, tweak)
+	in.pausesPlanned = 1
+	in.pauses = []pauseRec{{Worker: 0, Pid: 100, Fence: 10, Start: at(200), End: at(1200), Free: at(690)}}
+	return in
+}
+
+func analyzeRun(in analysisInput) *Result {
+	res := newResult(in.sc, in.workers, in.iterations)
+	analyze(res, in)
+	return res
+}
+
+func wantStatus(t *testing.T, name string, res *Result, status string, reasons ...string) {
+	t.Helper()
+	all := strings.Join(res.Reasons, "\n")
+	if res.Status != status {
+		t.Errorf("%s: %s, want %s; reasons: %q; notes: %q", name, res.Status, status, res.Reasons, res.Notes)
+		return
+	}
+	for _, want := range reasons {
+		if !strings.Contains(all, want) {
+			t.Errorf("%s: reasons %q do not mention %q", name, res.Reasons, want)
+		}
+	}
+}
+
+// TestAnalyzePause checks that only overlap with a paused holder, after
+// its SIGSTOP, is excused.
+func TestAnalyzePause(t *testing.T) {
+	// Only the paused holder overlaps others: PASS.
+	res := analyzeRun(pauseRun())
+	wantStatus(t, "paused holder only", res, StatusPass)
+	if res.MaxConcurrent != 2 || res.Violations != 4 || res.StaleAttempted != 1 {
+		t.Errorf("paused holder only: max concurrent %d, violations %d, stale %d, want 2, 4, 1", res.MaxConcurrent, res.Violations, res.StaleAttempted)
+	}
+
+	// Workers 1 and 2, never paused, hold together at 2.2-2.25s.
+	res = analyzeRun(pauseRun(refused(synthHold(1, 1, 15, 2101, 2250, 1, 1), 16), synthHold(2, 1, 16, 2200, 2300, 2, 0)))
+	wantStatus(t, "unpaused overlap", res, StatusFail, "2 holders overlapped", "2 violations")
+
+	// The same overlap seen by the clock only (the counter missed it) ...
+	res = analyzeRun(pauseRun(refused(synthHold(1, 1, 15, 2101, 2250, 1, 0), 16), synthHold(2, 1, 16, 2200, 2300, 1, 0)))
+	wantStatus(t, "unpaused overlap, clock only", res, StatusFail, "2 holders overlapped")
+
+	// ... and a violation seen by the counter only, long after the pause.
+	res = analyzeRun(pauseRun(synthHold(2, 1, 16, 2201, 2300, 2, 0)))
+	wantStatus(t, "unpaused violation, counter only", res, StatusFail, "1 violations")
+
+	// The paused holder overlapping another before its SIGSTOP is not
+	// excused either.
+	in := pauseRun(refused(synthHold(3, 0, 9, 0, 150, 1, 1), 10))
+	in.recs[recKey{0, 0}].EnterN = 2
+	res = analyzeRun(in)
+	wantStatus(t, "overlap before the pause", res, StatusFail, "2 holders overlapped", "2 violations")
+}
+
+// restartRun is a restart run of 3 workers x 2 iterations: worker 1 holds
+// fence 11 from 300ms; redis-server is kill -9ed at 366ms and answers again
+// at 620ms; worker 1, its exit refused in the new epoch, holds until 800ms,
+// while worker 2 has the lock from 630ms. The other holds follow one
+// another. tweak replaces holds (by worker and iteration).
+func restartRun(tweak ...*iterRecord) analysisInput {
+	spanning := refused(synthHold(1, 0, 11, 300, 800, 1, 0), 5000)
+	spanning.ExitRan, spanning.Released = false, false
+	spanning.LostBeforeRelease, spanning.LostAtEnd = true, true
+	spanning.Outcome, spanning.Err = outcomeInterrupted, "exit: redis-server was restarted"
+	in := synthRun("restart", 3, 2, []*iterRecord{
+		synthHold(0, 0, 10, 0, 200, 1, 0),
+		spanning,
+		synthHold(2, 0, 5000, 630, 830, 1, 0),
+		synthHold(0, 1, 5001, 831, 1031, 1, 0),
+		synthHold(2, 1, 5002, 1032, 1232, 1, 0),
+		synthHold(1, 1, 5003, 1233, 1433, 1, 0),
+	}, tweak)
+	in.restart = &restartRec{Killed: at(366), Up: at(620), Epoch: at(625)}
+	return in
+}
+
+// TestAnalyzeRestart checks that only overlap with a hold that spanned the
+// restart is excused.
+func TestAnalyzeRestart(t *testing.T) {
+	res := analyzeRun(restartRun())
+	wantStatus(t, "spanning hold only", res, StatusPass)
+	if res.MaxConcurrent != 2 || res.Interrupted != 1 || res.Restart == nil || res.Restart.FenceBefore != 11 || res.Restart.FenceAfter != 5000 {
+		t.Errorf("spanning hold only: max concurrent %d, interrupted %d, restart %+v", res.MaxConcurrent, res.Interrupted, res.Restart)
+	}
+
+	// Workers 0 and 2 hold together after the restart, at 1.0-1.05s.
+	res = analyzeRun(restartRun(refused(synthHold(0, 1, 5001, 831, 1050, 1, 1), 5002), synthHold(2, 1, 5002, 1000, 1232, 2, 0)))
+	wantStatus(t, "overlap after the restart", res, StatusFail, "2 holders overlapped", "2 violations")
+
+	res = analyzeRun(restartRun(synthHold(2, 1, 5002, 1032, 1232, 2, 0)))
+	wantStatus(t, "violation after the restart, counter only", res, StatusFail, "1 violations")
+
+	// Before the kill, the spanning hold must not overlap anyone.
+	res = analyzeRun(restartRun(refused(synthHold(0, 0, 10, 0, 350, 1, 1), 11)))
+	wantStatus(t, "overlap before the kill", res, StatusFail, "2 holders overlapped", "1 violations")
+}

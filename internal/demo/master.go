@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := &runner{cfg: cfg, progress: newProgress(cfg.Progress, cfg.ProgressTTY)}
 	defer r.close()
 	if err := r.setUp(ctx); err != nil {
-		return nil, err
+		return nil, errors.New(r.secrets.scrub(err.Error()))
 	}
 	rep := &Report{Redis: r.redisDesc, Store: cfg.Store, Workers: cfg.Workers, Pass: true}
 	for _, sc := range cfg.Scenarios {
@@ -139,6 +139,13 @@ type runner struct {
 	tmpDir    string // SQLite files
 	pg        *pgHandle
 	closers   []func()
+	secrets   secrets // the passwords of the URLs: never shown
+}
+
+// addSecret adds a password that no output may show.
+func (r *runner) addSecret(s string) {
+	r.secrets.add(s)
+	r.progress.secrets = r.secrets
 }
 
 func (r *runner) setUp(ctx context.Context) error {
@@ -163,17 +170,18 @@ func (r *runner) setUp(ctx context.Context) error {
 		}
 		r.redisDesc = "external " + redactURL(r.redisURL)
 	}
-	opt, err := redis.ParseURL(r.redisURL)
+	opt, err := parseRedisURL(r.redisURL)
 	if err != nil {
-		return fmt.Errorf("invalid redis URL %q: %w", redactURL(r.redisURL), err)
+		return err
 	}
+	r.addSecret(opt.Password)
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
 	r.rdb = redis.NewClient(opt)
 	r.closers = append(r.closers, func() { r.rdb.Close() })
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := r.rdb.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("cannot reach Redis at %s: %w", redactURL(r.redisURL), err)
+		return fmt.Errorf("cannot reach Redis at %s: %s", redactURL(r.redisURL), r.secrets.scrub(err.Error()))
 	}
 
 	dir, err := os.MkdirTemp("", "fencelock-demo-")
@@ -189,6 +197,7 @@ func (r *runner) setUp(ctx context.Context) error {
 			return err
 		}
 		r.pg = pg
+		r.addSecret(pg.password)
 		r.closers = append(r.closers, pg.close)
 		if pg.private {
 			r.progress.logf("started a private PostgreSQL server")
@@ -203,16 +212,6 @@ func (r *runner) close() {
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		r.closers[i]()
 	}
-}
-
-// redactURL hides a password in a Redis URL.
-func redactURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if at := strings.LastIndex(u, "@"); at > i {
-			return u[:i+3] + "…@" + u[at+1:]
-		}
-	}
-	return u
 }
 
 // proc is one worker process, seen from the master.

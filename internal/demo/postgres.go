@@ -8,16 +8,21 @@ import (
 
 // pgHandle is the PostgreSQL database of --store postgres.
 type pgHandle struct {
-	url     string
-	private bool // started by the demo
-	close   func()
+	url      string
+	password string // from url (or pgx's password file): never shown
+	private  bool   // started by the demo
+	close    func()
 }
 
 // openPostgres uses url, or starts a private PostgreSQL server when it is
 // empty.
 func openPostgres(url string) (*pgHandle, error) {
 	if url != "" {
-		return &pgHandle{url: url, close: func() {}}, nil
+		cfg, err := parsePostgresURL(url)
+		if err != nil {
+			return nil, err
+		}
+		return &pgHandle{url: url, password: cfg.Password, close: func() {}}, nil
 	}
 	srv, err := pgserver.Start(pgserver.Options{})
 	if err != nil {

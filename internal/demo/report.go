@@ -17,6 +17,8 @@ type progress struct {
 	w     io.Writer // nil: print nothing
 	tty   bool
 	shown bool // a redrawable line is on the screen
+
+	secrets secrets // taken out of every message (set before the workers start)
 }
 
 func newProgress(w io.Writer, tty bool) *progress { return &progress{w: w, tty: tty} }
@@ -48,7 +50,7 @@ func (p *progress) logf(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLocked()
-	fmt.Fprintf(p.w, format+"\n", args...)
+	fmt.Fprintln(p.w, p.secrets.scrub(fmt.Sprintf(format, args...)))
 }
 
 func (p *progress) update(name string, st *live, elapsed time.Duration) {
@@ -78,7 +80,7 @@ func (p *progress) done(name string, res *Result) {
 	if len(res.Reasons) > 0 {
 		line += ": " + firstLine(res.Reasons[0])
 	}
-	fmt.Fprintln(p.w, line)
+	fmt.Fprintln(p.w, p.secrets.scrub(line))
 }
 
 // WriteJSON writes the report as indented JSON.

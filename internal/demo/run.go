@@ -29,7 +29,10 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		iterations = r.cfg.Iterations
 	}
 	res := newResult(sc, r.cfg.Workers, iterations)
-	defer func() { res.Elapsed = millis(time.Since(started)) }()
+	defer func() {
+		res.Elapsed = millis(time.Since(started))
+		r.secrets.scrubResult(res) // worker output, driver errors: whatever they quoted
+	}()
 
 	if sc.Restart && r.srv == nil {
 		res.Status = StatusSkip

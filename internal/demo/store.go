@@ -52,6 +52,11 @@ func openStore(ctx context.Context, cfg storeConfig, rdb redis.UniversalClient, 
 		driver, dialect := "sqlite", fence.SQLite
 		if cfg.Kind == StorePostgres {
 			driver, dialect = "pgx", fence.Postgres
+			// pgx parses the data source name when it first connects, with
+			// errors that may show its password: parse it here first.
+			if _, err := parsePostgresURL(cfg.DSN); err != nil {
+				return nil, err
+			}
 		}
 		db, err := sql.Open(driver, cfg.DSN)
 		if err != nil {

@@ -78,9 +78,9 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	opt, err := parseRedisURL(cfg.RedisURL)
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return err
 	}
 	// Short timeouts: when the master kills redis-server, calls fail fast
 	// and the worker retries instead of hanging.

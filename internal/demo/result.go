@@ -22,6 +22,7 @@ func millis(d time.Duration) Millis { return Millis(float64(d) / float64(time.Mi
 // nanos converts a difference of mono() readings.
 func nanos(d int64) Millis { return Millis(float64(d) / 1e6) }
 
+// String formats m for the table: seconds above 1s, milliseconds below.
 func (m Millis) String() string {
 	switch {
 	case m >= 10000:

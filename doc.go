@@ -32,8 +32,9 @@
 //     Do's context is cancelled with cause ErrLost, when renewal finds the
 //     lock gone or when the local lease deadline passes without a successful
 //     renewal. That deadline is measured on the monotonic clock from before
-//     the acquiring or renewing request was sent, so it never ends after the
-//     server's lease. Held reports this local view.
+//     the acquiring or renewing request was sent, less 0.1% of the ttl for
+//     clock-rate differences, so it ends before the server's lease. Held
+//     reports this local view.
 //   - Every acquisition gets a fencing token (Fence) strictly greater than
 //     every earlier one for the key, minted in the same atomic step as the
 //     acquire. A resource that remembers the largest token it accepted and

@@ -45,10 +45,18 @@ func newLock(c *Client, ref LockRef, res AcquireResult, ttl, autoRenew time.Dura
 		holds:     res.Holds,
 		autoRenew: autoRenew,
 		ttl:       ttl,
-		deadline:  sent.Add(ttl),
+		deadline:  leaseEnd(sent, ttl),
 		nextRenew: sent.Add(autoRenew),
 		done:      make(chan struct{}),
 	}
+}
+
+// leaseEnd is the local deadline of a lease of ttl granted by a request sent
+// at sent. The server counts the lease from when it handles the request, so
+// its lease ends later; a thousandth of the ttl is taken off as well, for a
+// server clock that runs faster than ours (clock rates differ by far less).
+func leaseEnd(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - ttl/1000)
 }
 
 // Key returns the lock's key as given to the Client, without namespace.

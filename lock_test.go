@@ -375,3 +375,24 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		return next(ctx, cmds)
 	}
 }
+
+// The local deadline is measured from before the request was sent, less a
+// thousandth of the ttl, so it ends before the server's lease.
+func TestLocalDeadlineEndsBeforeServerLease(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 10*time.Second)
+	const ttl = 10 * time.Second
+	before := time.Now()
+	lk, err := c.TryAcquire(ctx, "deadline", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pttl := rdb.PTTL(ctx, "lock:{deadline}:lock").Val()
+	if latest := before.Add(ttl - ttl/1000); lk.Deadline().After(latest) {
+		t.Fatalf("local deadline %v after send+ttl-0.1%% %v", lk.Deadline(), latest)
+	}
+	if local := time.Until(lk.Deadline()); local >= pttl {
+		t.Fatalf("local lease %v not shorter than the server's %v", local, pttl)
+	}
+}

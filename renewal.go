@@ -211,8 +211,8 @@ func (l *Lock) nextEventLocked() time.Time {
 
 // finishRenewal applies the result of a renewal (automatic or Refresh) sent
 // at sent with ttl, and ends its turn. Renewals of one lock take turns, so
-// this is the last one the server applied, and it sets the local deadline:
-// sent + ttl on success. On an error the server may or may not have applied
+// this is the last one the server applied, and it sets the local deadline
+// (leaseEnd of sent and ttl) on success. On an error the server may or may not have applied
 // it, so the deadline becomes the earlier of the two possible leases.
 func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
 	l.mu.Lock()
@@ -224,7 +224,7 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 	}
 	switch {
 	case res.Err != nil:
-		l.deadline = earliest(l.deadline, sent.Add(ttl))
+		l.deadline = earliest(l.deadline, leaseEnd(sent, ttl))
 		l.nextRenew = time.Now().Add(renewRetryDelay(l.autoRenew))
 		deadline := l.deadline
 		l.mu.Unlock()
@@ -235,7 +235,7 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 		l.mu.Unlock()
 		l.lose("renewal found the lock gone (expired, deleted or taken over)")
 	default:
-		l.deadline = sent.Add(ttl)
+		l.deadline = leaseEnd(sent, ttl)
 		l.nextRenew = sent.Add(l.autoRenew)
 		l.mu.Unlock()
 	}

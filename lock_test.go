@@ -388,9 +388,12 @@ func TestLocalDeadlineEndsBeforeServerLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	after := time.Now()
 	pttl := rdb.PTTL(ctx, "lock:{deadline}:lock").Val()
-	if latest := before.Add(ttl - ttl/1000); lk.Deadline().After(latest) {
-		t.Fatalf("local deadline %v after send+ttl-0.1%% %v", lk.Deadline(), latest)
+	lease := ttl - ttl/1000
+	if d := lk.Deadline(); d.Before(before.Add(lease)) || d.After(after.Add(lease)) {
+		t.Fatalf("local deadline %v not within [%v, %v] (the request's send time + ttl - 0.1%%)",
+			d, before.Add(lease), after.Add(lease))
 	}
 	if local := time.Until(lk.Deadline()); local >= pttl {
 		t.Fatalf("local lease %v not shorter than the server's %v", local, pttl)

@@ -86,52 +86,6 @@ func TestReentryAndRetryOfReentry(t *testing.T) {
 	}
 }
 
-func TestRenewNeverRecreates(t *testing.T) {
-	b, rdb := newBackend(t)
-	ctx := context.Background()
-	req := acquireReq("n", "tok", "tok", time.Second)
-	if _, err := b.Acquire(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	renew := []fencelock.RenewRequest{{LockRef: req.LockRef, TTL: 5 * time.Second}}
-	res, err := b.Renew(ctx, renew)
-	if err != nil || !res[0].Held {
-		t.Fatalf("renew: %+v %v", res, err)
-	}
-	if pttl := rdb.PTTL(ctx, "t:{n}:lock").Val(); pttl < 4*time.Second {
-		t.Fatalf("PTTL after renew %v", pttl)
-	}
-	rdb.Del(ctx, "t:{n}:lock")
-	res, err = b.Renew(ctx, renew)
-	if err != nil || res[0].Held {
-		t.Fatalf("renew of a deleted lock: %+v %v, want not held", res, err)
-	}
-	if rdb.Exists(ctx, "t:{n}:lock").Val() != 0 {
-		t.Fatal("renew re-created the lock")
-	}
-	if _, err := b.TTL(ctx, req.LockRef); !errors.Is(err, fencelock.ErrNotHeld) {
-		t.Fatalf("TTL of a gone lock: %v", err)
-	}
-}
-
-// Another token never releases or renews the lock.
-func TestWrongTokenChangesNothing(t *testing.T) {
-	b, rdb := newBackend(t)
-	ctx := context.Background()
-	req := acquireReq("w", "mine", "mine", time.Second)
-	b.Acquire(ctx, req)
-	thief := fencelock.LockRef{Namespace: "t", Key: "w", Token: "not-mine"}
-	if res, _ := b.Release(ctx, thief); res.Held {
-		t.Fatal("released with the wrong token")
-	}
-	if res, _ := b.Renew(ctx, []fencelock.RenewRequest{{LockRef: thief, TTL: time.Minute}}); res[0].Held {
-		t.Fatal("renewed with the wrong token")
-	}
-	if pttl := rdb.PTTL(ctx, "t:{w}:lock").Val(); pttl > time.Second || pttl <= 0 {
-		t.Fatalf("PTTL %v: the wrong token changed the lease", pttl)
-	}
-}
-
 // Without pub/sub, waiters poll, bounded by the holder's lease.
 func TestWithoutReleaseNotifications(t *testing.T) {
 	srv := servertest.Redis(t)

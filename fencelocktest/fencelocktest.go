@@ -1,0 +1,295 @@
+// Package fencelocktest checks that a fencelock.Backend keeps the contract
+// the fencelock Client relies on, the way testing/slogtest checks a
+// slog.Handler. A backend's own tests call Run with a constructor:
+//
+//	func TestConformance(t *testing.T) {
+//		fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+//			return mybackend.New(startServer(t))
+//		})
+//	}
+//
+// Each check uses a namespace of its own, so one backend (one server) can
+// serve them all. The checks take a few seconds: some wait for leases to
+// expire.
+package fencelocktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// Run runs every check against backends made by newBackend, each check in a
+// subtest of t.
+func Run(t *testing.T, newBackend func(t *testing.T) fencelock.Backend) {
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBackend(t)
+			s := &suite{t: t, b: b, ns: fmt.Sprintf("fencelocktest-%s-%08x", c.name, rand.Uint32())}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c.run(ctx, s)
+		})
+	}
+}
+
+var checks = []struct {
+	name string
+	run  func(ctx context.Context, s *suite)
+}{
+	{"AcquireFree", acquireFree},
+	{"HeldLockRefused", heldLockRefused},
+	{"FencesStrictlyIncrease", fencesStrictlyIncrease},
+	{"RetryIsIdempotent", retryIsIdempotent},
+	{"ReentryKeepsFence", reentryKeepsFence},
+	{"OtherTokenChangesNothing", otherTokenChangesNothing},
+	{"RenewExtends", renewExtends},
+	{"RenewNeverRecreates", renewNeverRecreates},
+	{"ExpiryFreesLock", expiryFreesLock},
+	{"MutualExclusion", mutualExclusion},
+	{"ReleaseNotification", releaseNotification},
+}
+
+// suite is one check's backend and namespace.
+type suite struct {
+	t  *testing.T
+	b  fencelock.Backend
+	ns string
+}
+
+func (s *suite) ref(key, token string) fencelock.LockRef {
+	return fencelock.LockRef{Namespace: s.ns, Key: key, Token: token}
+}
+
+// acquire makes one attempt for owner (the token when owner is "").
+func (s *suite) acquire(ctx context.Context, key, token, owner string, ttl time.Duration) fencelock.AcquireResult {
+	s.t.Helper()
+	if owner == "" {
+		owner = token
+	}
+	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref(key, token), Owner: owner, TTL: ttl})
+	if err != nil {
+		s.t.Fatalf("Acquire(%s, token %s): %v", key, token, err)
+	}
+	return res
+}
+
+func (s *suite) release(ctx context.Context, key, token string) fencelock.ReleaseResult {
+	s.t.Helper()
+	res, err := s.b.Release(ctx, s.ref(key, token))
+	if err != nil {
+		s.t.Fatalf("Release(%s, token %s): %v", key, token, err)
+	}
+	return res
+}
+
+func (s *suite) renew(ctx context.Context, key, token string, ttl time.Duration) fencelock.RenewResult {
+	s.t.Helper()
+	res, err := s.b.Renew(ctx, []fencelock.RenewRequest{{LockRef: s.ref(key, token), TTL: ttl}})
+	if err != nil || len(res) != 1 {
+		s.t.Fatalf("Renew(%s, token %s): %v %v", key, token, res, err)
+	}
+	if res[0].Err != nil {
+		s.t.Fatalf("Renew(%s, token %s): %v", key, token, res[0].Err)
+	}
+	return res[0]
+}
+
+func acquireFree(ctx context.Context, s *suite) {
+	res := s.acquire(ctx, "k", "a", "", 10*time.Second)
+	if !res.Acquired || res.Fence <= 0 || res.Holds != 1 {
+		s.t.Fatalf("acquire of a free lock: %+v, want acquired, a positive fence, 1 hold", res)
+	}
+	ttl, err := s.b.TTL(ctx, s.ref("k", "a"))
+	if err != nil || ttl <= 0 || ttl > 10*time.Second {
+		s.t.Fatalf("TTL of a 10s lease: %v %v", ttl, err)
+	}
+	if rel := s.release(ctx, "k", "a"); !rel.Held || rel.Remaining != 0 {
+		s.t.Fatalf("release: %+v, want held, 0 remaining", rel)
+	}
+	if _, err := s.b.TTL(ctx, s.ref("k", "a")); !errors.Is(err, fencelock.ErrNotHeld) {
+		s.t.Fatalf("TTL after release: %v, want ErrNotHeld", err)
+	}
+}
+
+func heldLockRefused(ctx context.Context, s *suite) {
+	s.acquire(ctx, "k", "a", "", 10*time.Second)
+	res := s.acquire(ctx, "k", "b", "", time.Second)
+	if res.Acquired || res.Fence != 0 {
+		s.t.Fatalf("acquire of a held lock by another owner: %+v, want refused", res)
+	}
+	if res.HolderTTL <= 0 || res.HolderTTL > 10*time.Second {
+		s.t.Fatalf("HolderTTL %v, want the holder's remaining lease (at most 10s)", res.HolderTTL)
+	}
+}
+
+func fencesStrictlyIncrease(ctx context.Context, s *suite) {
+	var last int64
+	for i := range 50 {
+		token := fmt.Sprint("t", i)
+		res := s.acquire(ctx, "k", token, "", time.Second)
+		if !res.Acquired || res.Fence <= last {
+			s.t.Fatalf("acquisition %d: %+v, want a fence above %d", i, res, last)
+		}
+		last = res.Fence
+		s.release(ctx, "k", token)
+	}
+}
+
+func retryIsIdempotent(ctx context.Context, s *suite) {
+	first := s.acquire(ctx, "k", "a", "", 10*time.Second)
+	again := s.acquire(ctx, "k", "a", "", 10*time.Second)
+	if !again.Acquired || again.Fence != first.Fence || again.Holds != 1 {
+		s.t.Fatalf("retried acquire: %+v, want acquired with fence %d and 1 hold", again, first.Fence)
+	}
+	if rel := s.release(ctx, "k", "a"); !rel.Held || rel.Remaining != 0 {
+		s.t.Fatalf("one release after a retried acquire: %+v, want the lock freed", rel)
+	}
+}
+
+func reentryKeepsFence(ctx context.Context, s *suite) {
+	outer := s.acquire(ctx, "k", "a", "owner", 10*time.Second)
+	inner := s.acquire(ctx, "k", "b", "owner", time.Second)
+	if !inner.Acquired || inner.Fence != outer.Fence || inner.Holds != 2 {
+		s.t.Fatalf("re-entry: %+v, want acquired with fence %d and 2 holds", inner, outer.Fence)
+	}
+	if other := s.acquire(ctx, "k", "c", "someone else", time.Second); other.Acquired {
+		s.t.Fatal("another owner acquired a re-entered lock")
+	}
+	if rel := s.release(ctx, "k", "b"); !rel.Held || rel.Remaining != 1 {
+		s.t.Fatalf("inner release: %+v, want 1 hold left", rel)
+	}
+	if other := s.acquire(ctx, "k", "c", "someone else", time.Second); other.Acquired {
+		s.t.Fatal("another owner acquired the lock while a hold remained")
+	}
+	if rel := s.release(ctx, "k", "a"); !rel.Held || rel.Remaining != 0 {
+		s.t.Fatalf("outer release: %+v, want the lock freed", rel)
+	}
+	if next := s.acquire(ctx, "k", "d", "", time.Second); !next.Acquired || next.Fence <= outer.Fence {
+		s.t.Fatalf("after both releases: %+v, want acquired with a fence above %d", next, outer.Fence)
+	}
+}
+
+func otherTokenChangesNothing(ctx context.Context, s *suite) {
+	s.acquire(ctx, "k", "mine", "", 2*time.Second)
+	if rel := s.release(ctx, "k", "not-mine"); rel.Held {
+		s.t.Fatal("released with another token")
+	}
+	if r := s.renew(ctx, "k", "not-mine", time.Minute); r.Held {
+		s.t.Fatal("renewed with another token")
+	}
+	if _, err := s.b.TTL(ctx, s.ref("k", "not-mine")); !errors.Is(err, fencelock.ErrNotHeld) {
+		s.t.Fatalf("TTL with another token: %v, want ErrNotHeld", err)
+	}
+	ttl, err := s.b.TTL(ctx, s.ref("k", "mine"))
+	if err != nil || ttl > 2*time.Second {
+		s.t.Fatalf("the holder's lease after another token's calls: %v %v, want at most 2s", ttl, err)
+	}
+}
+
+func renewExtends(ctx context.Context, s *suite) {
+	s.acquire(ctx, "k", "a", "", time.Second)
+	if r := s.renew(ctx, "k", "a", time.Minute); !r.Held {
+		s.t.Fatal("renewal of a held lock failed")
+	}
+	if ttl, err := s.b.TTL(ctx, s.ref("k", "a")); err != nil || ttl < 50*time.Second {
+		s.t.Fatalf("TTL after renewing to 1m: %v %v", ttl, err)
+	}
+}
+
+func renewNeverRecreates(ctx context.Context, s *suite) {
+	s.acquire(ctx, "k", "a", "", time.Second)
+	s.release(ctx, "k", "a")
+	if r := s.renew(ctx, "k", "a", time.Minute); r.Held {
+		s.t.Fatal("renewal succeeded on a released lock")
+	}
+	if res := s.acquire(ctx, "k", "b", "", time.Second); !res.Acquired {
+		s.t.Fatal("a renewal after release left the lock held")
+	}
+}
+
+func expiryFreesLock(ctx context.Context, s *suite) {
+	first := s.acquire(ctx, "k", "a", "", 100*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res := s.acquire(ctx, "k", "b", "", time.Second)
+		if res.Acquired {
+			if res.Fence <= first.Fence {
+				s.t.Fatalf("fence after expiry %d, want above %d", res.Fence, first.Fence)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatal("a 100ms lease did not expire within 5s")
+		}
+		time.Sleep(max(res.HolderTTL, time.Millisecond))
+	}
+	if rel := s.release(ctx, "k", "a"); rel.Held {
+		s.t.Fatal("the expired holder released its successor's lock")
+	}
+	if r := s.renew(ctx, "k", "a", time.Minute); r.Held {
+		s.t.Fatal("the expired holder renewed its successor's lock")
+	}
+}
+
+func mutualExclusion(ctx context.Context, s *suite) {
+	var inside, maxInside, entered atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				token := fmt.Sprintf("w%d-%d", w, i)
+				for {
+					res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", token), Owner: token, TTL: 10 * time.Second})
+					if err != nil {
+						s.t.Error(err)
+						return
+					}
+					if res.Acquired {
+						break
+					}
+					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+				}
+				if n := inside.Add(1); n > maxInside.Load() {
+					maxInside.Store(n)
+				}
+				entered.Add(1)
+				inside.Add(-1)
+				if _, err := s.b.Release(ctx, s.ref("k", token)); err != nil {
+					s.t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 || entered.Load() != 160 {
+		s.t.Fatalf("%d acquisitions, at most %d holders at once; want 160 and 1", entered.Load(), maxInside.Load())
+	}
+}
+
+func releaseNotification(ctx context.Context, s *suite) {
+	n, ok := s.b.(fencelock.ReleaseNotifier)
+	if !ok {
+		s.t.Skip("the backend does not implement fencelock.ReleaseNotifier")
+	}
+	s.acquire(ctx, "k", "a", "", 30*time.Second)
+	w, err := n.WatchReleases(ctx, s.ns, "k")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer w.Stop()
+	s.release(ctx, "k", "a")
+	select {
+	case <-w.C:
+	case <-time.After(5 * time.Second):
+		s.t.Fatal("no release notification within 5s")
+	}
+}

@@ -1,0 +1,34 @@
+package redisbackend_test
+
+import (
+	"testing"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
+	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// The Redis backend keeps the Backend contract on a single node and on a
+// 3-master Cluster.
+func TestConformance(t *testing.T) {
+	t.Run("single", func(t *testing.T) {
+		srv := servertest.Redis(t)
+		fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			b := redisbackend.New(rdb)
+			t.Cleanup(func() { b.Close(); rdb.Close() })
+			return b
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cluster := servertest.RedisCluster(t, 3)
+		fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+			b := redisbackend.New(rdb)
+			t.Cleanup(func() { b.Close(); rdb.Close() })
+			return b
+		})
+	})
+}

@@ -139,21 +139,38 @@ func (c *Client) detached(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 }
 
+// orphanRecheck is how long after a first clean-up release that found
+// nothing releaseOrphan tries once more: the acquire it cleans up after may
+// still be on its way to the server (on another connection) and land after
+// the first release.
+const orphanRecheck = time.Second
+
 // releaseOrphan removes a hold that an acquire may have created even though
 // its reply was lost (a timeout is ambiguous). It runs in the background,
-// bounded in time, and Close waits for it.
+// bounded in time, and Close waits for it (cutting the second try short).
 func (c *Client) releaseOrphan(ref LockRef) {
 	c.cleanup.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-		defer cancel()
-		res, err := c.backend.Release(ctx, ref)
-		switch {
-		case err != nil:
-			c.log.Debug("fencelock: orphan cleanup failed; the lease will lapse on the server",
-				"key", ref.Key, "token", shortToken(ref.Token), "error", err)
-		case res.Held:
-			c.log.Info("fencelock: released a hold whose acquire reply was lost",
-				"key", ref.Key, "token", shortToken(ref.Token))
+		for try := 1; ; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+			res, err := c.backend.Release(ctx, ref)
+			cancel()
+			switch {
+			case err != nil:
+				c.log.Debug("fencelock: orphan cleanup failed; the lease will lapse on the server",
+					"key", ref.Key, "token", shortToken(ref.Token), "error", err)
+				return
+			case res.Held:
+				c.log.Info("fencelock: released a hold whose acquire reply was lost",
+					"key", ref.Key, "token", shortToken(ref.Token))
+				return
+			case try == 2:
+				return
+			}
+			select {
+			case <-time.After(orphanRecheck):
+			case <-c.closeCtx.Done():
+				return
+			}
 		}
 	})
 }

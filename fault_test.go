@@ -111,3 +111,45 @@ func TestCloseWaitsForAcquireInFlight(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// lateAcquire delivers an acquire to the server only after its caller has
+// given up: a request stuck in the network that still arrives.
+type lateAcquire struct {
+	*redisbackend.Backend
+	delay time.Duration
+}
+
+func (l *lateAcquire) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+	go func() {
+		time.Sleep(l.delay)
+		l.Backend.Acquire(context.WithoutCancel(ctx), req)
+	}()
+	<-ctx.Done()
+	return fencelock.AcquireResult{}, ctx.Err()
+}
+
+// An acquire that lands after its caller gave up (and after the first
+// clean-up release) is still cleaned up, not left until its lease ends.
+func TestLateAcquireIsCleanedUp(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := fencelock.New(&lateAcquire{Backend: redisbackend.New(rdb), delay: 300 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	ctx := ctxTimeout(t, 20*time.Second)
+
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.TryAcquire(short, "late", 30*time.Second); err == nil {
+		t.Fatal("TryAcquire succeeded through a backend that never answers in time")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := rdb.Exists(ctx, "lock:{late}:lock").Val(); n != 1 {
+		t.Fatal("the late acquire did not land; the test does not test anything")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for rdb.Exists(ctx, "lock:{late}:lock").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the late acquire's hold was left until its 30s lease ends")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -31,22 +31,26 @@ func main() {
 		log.Fatal(err)
 	}
 	defer stop()
-	ctx := context.Background()
-	namespace := fmt.Sprintf("quickstart-%d", time.Now().UnixNano())
+	if err := run(context.Background(), rdb); err != nil {
+		log.Fatal(err)
+	}
+}
 
+// run takes the tour on rdb, under a namespace of its own that it removes
+// at the end.
+func run(ctx context.Context, rdb *redis.Client) error {
+	namespace := fmt.Sprintf("quickstart-%d", time.Now().UnixNano())
+	defer cleanUp(ctx, rdb, namespace)
 	newClient := func() *fencelock.Client {
 		return fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace(namespace))
 	}
 	if err := sellStock(ctx, rdb, newClient, namespace); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if err := wakeOnRelease(ctx, newClient); err != nil {
-		log.Fatal(err)
+		return err
 	}
-	if err := fencing(ctx, newClient); err != nil {
-		log.Fatal(err)
-	}
-	cleanUp(ctx, rdb, namespace)
+	return fencing(ctx, newClient)
 }
 
 // sellStock: 3 instances × 20 buyers want one item each; there are 25.

@@ -30,6 +30,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, lockError("acquire", key, err) // nothing sent, nothing to clean up
+	}
 	lk, res, err := c.attempt(ctx, req, cfg)
 	if err != nil {
 		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrInvalidArgument) {
@@ -188,11 +191,14 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 			if place != nil {
 				drain(place.wake)
 			}
-			attempts++
 			attemptCtx := ctx
-			if attempts == 1 {
+			if attempts == 0 {
 				attemptCtx = first
 			}
+			if attemptCtx.Err() != nil {
+				break // ended before this attempt was sent: nothing to clean up
+			}
+			attempts++
 			lk, res, err := c.attempt(attemptCtx, req, cfg)
 			if lk != nil {
 				acquired = lk

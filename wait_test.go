@@ -241,3 +241,26 @@ func TestWaitersOfOneClientQueue(t *testing.T) {
 		t.Fatalf("%d commands for %d hand-offs: waiters are stampeding", calls, n)
 	}
 }
+
+// A context already done makes no attempt and leaves nothing to clean up.
+func TestContextAlreadyDone(t *testing.T) {
+	_, rdb := startRedis(t)
+	hook := &countingHook{}
+	rdb.AddHook(hook)
+	c := newClient(t, rdb)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	hook.reset()
+	if _, err := c.TryAcquire(ctx, "done", time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("TryAcquire: %v, want context.Canceled", err)
+	}
+	_, err := c.Acquire(ctx, "done", time.Second)
+	var na *fencelock.NotAcquiredError
+	if !errors.As(err, &na) || !errors.Is(err, context.Canceled) || na.Attempts != 0 {
+		t.Fatalf("Acquire: %v, want ErrNotAcquired and context.Canceled after 0 attempts", err)
+	}
+	time.Sleep(50 * time.Millisecond) // a clean-up would run in the background
+	if n := hook.reset(); n != 0 {
+		t.Fatalf("%d commands sent for calls whose context was already done", n)
+	}
+}

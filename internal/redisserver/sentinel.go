@@ -77,18 +77,8 @@ func StartSentinel(master *Server, name string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("redisserver: writing sentinel wrapper: %w", err)
 	}
 
-	s := &Server{
-		bin:  wrapper,
-		dir:  dir,
-		args: append([]string(nil), opts.Args...),
-		logf: opts.Logf,
-		port: opts.Port,
-	}
-	s.mu.Lock()
-	err = s.launchLocked(opts.Port != 0)
-	s.mu.Unlock()
+	s, err := launch(wrapper, dir, opts)
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	want := net.JoinHostPort("127.0.0.1", strconv.Itoa(masterPort))

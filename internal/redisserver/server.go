@@ -120,6 +120,11 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisserver: creating temp dir: %w", err)
 	}
+	return launch(bin, dir, opts)
+}
+
+// launch starts bin as a Server in dir (removed again if it fails).
+func launch(bin, dir string, opts Options) (*Server, error) {
 	s := &Server{
 		bin:  bin,
 		dir:  dir,
@@ -128,7 +133,7 @@ func Start(opts Options) (*Server, error) {
 		port: opts.Port,
 	}
 	s.mu.Lock()
-	err = s.launchLocked(opts.Port != 0)
+	err := s.launchLocked(opts.Port != 0)
 	s.mu.Unlock()
 	if err != nil {
 		os.RemoveAll(dir)

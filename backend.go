@@ -19,12 +19,31 @@ import (
 //     the same Owner, or leaves the lock unchanged. A new acquisition mints a
 //     fencing token strictly greater than every token minted before for that
 //     lock, in the same atomic step. Re-entry keeps the fence and adds a hold.
-//     Acquire with a Token the lock already holds is a retry: it succeeds and
-//     changes nothing (no second hold), so an ambiguous timeout can be retried.
+//     Acquire with a Token the lock already holds is a retry: it succeeds,
+//     adds no second hold, and sets that hold's lease to TTL from now, so an
+//     ambiguous timeout can be retried.
+//   - Every hold has a lease of its own. A hold whose lease has ended is
+//     gone, even while other holds of the same owner keep the lock: Renew and
+//     Release of it report it not held, and it is not counted in Holds or
+//     Remaining. The lock is free once no hold's lease is running.
 //   - Release and Renew act only when the lock holds Token: a stale holder
-//     never disturbs a successor. Renew never re-creates a lapsed lock.
+//     never disturbs a successor. Renew never re-creates a lapsed hold.
+//   - A Release with Tombstone > 0 makes the backend refuse, for that long,
+//     any Acquire with the same Token (Acquired false, nothing changed), also
+//     when the release found nothing to release. The Client asks for it when
+//     an acquire request of that token may still be on its way (its reply was
+//     lost), so that a late copy cannot take a lock nobody waits for.
 //   - Expiry is measured by the store's clock, relative to the request (TTL),
 //     never from the client's wall clock.
+//   - A request is sent at most once: a backend never re-sends a request
+//     after it failed or after the call returned (no hidden retries). A
+//     request that was on the wire when the call gave up may still arrive;
+//     the rules above make that harmless (renewals never re-create, releases
+//     leave tombstones on request). The Client retries on its own terms.
+//
+// Errors: any error other than one matching ErrInvalidArgument means the
+// store could not be reached or did not answer (the Client reports it as
+// ErrUnavailable); the request may or may not have been applied.
 type Backend interface {
 	// Acquire makes one attempt to take the lock. A lock held by another
 	// owner is not an error: the result has Acquired false.
@@ -33,7 +52,7 @@ type Backend interface {
 	// Release gives up the hold identified by req.Token. Result.Held is false
 	// when the lock did not hold the token (expired, taken over, or already
 	// released). When the last hold goes, waiters are woken.
-	Release(ctx context.Context, req LockRef) (ReleaseResult, error)
+	Release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
 
 	// Renew extends the leases of a batch of holds in one round trip. The
 	// results are in the order of reqs. An error for the whole batch (the
@@ -110,6 +129,16 @@ type AcquireResult struct {
 	// (zero if unknown or the lock has no expiry). Waiters use it to bound
 	// their fallback timer.
 	HolderTTL time.Duration
+}
+
+// ReleaseRequest gives up one hold.
+type ReleaseRequest struct {
+	LockRef
+	// Tombstone, when positive, is how long the backend must refuse an
+	// Acquire with this Token after the release, whether or not the release
+	// found the hold: an acquire request of the token whose reply was lost
+	// may still arrive, and must not take the lock for nobody.
+	Tombstone time.Duration
 }
 
 // ReleaseResult is the outcome of a release.

@@ -152,7 +152,7 @@ func (c *Client) releaseOrphan(ref LockRef) {
 	c.cleanup.Go(func() {
 		for try := 1; ; try++ {
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-			res, err := c.backend.Release(ctx, ref)
+			res, err := c.backend.Release(ctx, ReleaseRequest{LockRef: ref})
 			cancel()
 			switch {
 			case err != nil:

@@ -218,7 +218,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		released = fmt.Errorf("%w: %w", ErrReleased, cause)
 	}
 	log := l.client.log
-	res, err := l.client.backend.Release(ctx, l.ref)
+	res, err := l.client.backend.Release(ctx, ReleaseRequest{LockRef: l.ref})
 	switch {
 	case err != nil:
 		l.end(released)

@@ -83,7 +83,7 @@ func (s *suite) acquire(ctx context.Context, key, token, owner string, ttl time.
 
 func (s *suite) release(ctx context.Context, key, token string) fencelock.ReleaseResult {
 	s.t.Helper()
-	res, err := s.b.Release(ctx, s.ref(key, token))
+	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref(key, token)})
 	if err != nil {
 		s.t.Fatalf("Release(%s, token %s): %v", key, token, err)
 	}
@@ -262,7 +262,7 @@ func mutualExclusion(ctx context.Context, s *suite) {
 				}
 				entered.Add(1)
 				inside.Add(-1)
-				if _, err := s.b.Release(ctx, s.ref("k", token)); err != nil {
+				if _, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref("k", token)}); err != nil {
 					s.t.Error(err)
 					return
 				}

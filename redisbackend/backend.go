@@ -109,7 +109,8 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 }
 
 // Release implements fencelock.Backend.
-func (b *Backend) Release(ctx context.Context, ref fencelock.LockRef) (fencelock.ReleaseResult, error) {
+func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	ref := req.LockRef
 	k := keysFor(ref.Namespace, ref.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
 		left, err := b.pipe.run(ctx, releaseScript, []string{k.lock}, ref.Token, k.channel).Int64()

@@ -49,7 +49,7 @@ func TestAcquireRetryIsIdempotent(t *testing.T) {
 	if pttl := rdb.PTTL(ctx, "t:{k}:lock").Val(); pttl < 900*time.Millisecond {
 		t.Fatalf("the retry did not restore the lease: PTTL %v", pttl)
 	}
-	res, err := b.Release(ctx, req.LockRef)
+	res, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef})
 	if err != nil || !res.Held || res.Remaining != 0 {
 		t.Fatalf("release: %+v %v", res, err)
 	}
@@ -75,13 +75,13 @@ func TestReentryAndRetryOfReentry(t *testing.T) {
 	if other.Acquired || other.HolderTTL < 9*time.Second {
 		t.Fatalf("other owner: %+v", other)
 	}
-	if res, _ := b.Release(ctx, inner.LockRef); !res.Held || res.Remaining != 1 {
+	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{LockRef: inner.LockRef}); !res.Held || res.Remaining != 1 {
 		t.Fatalf("inner release: %+v", res)
 	}
-	if res, _ := b.Release(ctx, inner.LockRef); res.Held {
+	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{LockRef: inner.LockRef}); res.Held {
 		t.Fatalf("second release of the same hold: %+v, want not held", res)
 	}
-	if res, _ := b.Release(ctx, fencelock.LockRef{Namespace: "t", Key: "r", Token: "a"}); !res.Held || res.Remaining != 0 {
+	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "r", Token: "a"}}); !res.Held || res.Remaining != 0 {
 		t.Fatalf("outer release: %+v", res)
 	}
 }
@@ -153,7 +153,7 @@ func TestFenceCounterExpiry(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, "t:{e}:fence").Val(); ttl < 59*time.Minute || ttl > time.Hour {
 		t.Fatalf("counter PTTL %v, want about an hour", ttl)
 	}
-	b.Release(ctx, fencelock.LockRef{Namespace: "t", Key: "e", Token: "a"})
+	b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "e", Token: "a"}})
 	rdb.Del(ctx, "t:{e}:fence") // as if it had expired
 	second, err := b.Acquire(ctx, acquireReq("e", "b", "b", time.Second))
 	if err != nil || second.Fence <= first.Fence {

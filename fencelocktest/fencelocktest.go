@@ -55,6 +55,11 @@ var checks = []struct {
 	{"ExpiryFreesLock", expiryFreesLock},
 	{"MutualExclusion", mutualExclusion},
 	{"ReleaseNotification", releaseNotification},
+	{"LapsedHoldIsGone", lapsedHoldIsGone},
+	{"RetryExtendsHold", retryExtendsHold},
+	{"TombstoneRefusesLateAcquire", tombstoneRefusesLateAcquire},
+	{"TombstoneAfterRelease", tombstoneAfterRelease},
+	{"ReleaseWithoutTombstoneAllowsNothingElse", releaseWithoutTombstoneAllowsNothingElse},
 }
 
 // suite is one check's backend and namespace.
@@ -81,11 +86,19 @@ func (s *suite) acquire(ctx context.Context, key, token, owner string, ttl time.
 	return res
 }
 
+// release gives up token's hold without a tombstone.
 func (s *suite) release(ctx context.Context, key, token string) fencelock.ReleaseResult {
 	s.t.Helper()
-	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref(key, token)})
+	return s.releaseTombstone(ctx, key, token, 0)
+}
+
+// releaseTombstone gives up token's hold, asking the backend to refuse
+// acquires with token for tombstone (none when 0).
+func (s *suite) releaseTombstone(ctx context.Context, key, token string, tombstone time.Duration) fencelock.ReleaseResult {
+	s.t.Helper()
+	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref(key, token), Tombstone: tombstone})
 	if err != nil {
-		s.t.Fatalf("Release(%s, token %s): %v", key, token, err)
+		s.t.Fatalf("Release(%s, token %s, tombstone %v): %v", key, token, tombstone, err)
 	}
 	return res
 }
@@ -100,6 +113,26 @@ func (s *suite) renew(ctx context.Context, key, token string, ttl time.Duration)
 		s.t.Fatalf("Renew(%s, token %s): %v", key, token, res[0].Err)
 	}
 	return res[0]
+}
+
+// waitLapsed waits, polling TTL, until token's hold has no lease left,
+// failing the check if that takes more than limit.
+func (s *suite) waitLapsed(ctx context.Context, key, token string, limit time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ttl, err := s.b.TTL(ctx, s.ref(key, token))
+		if errors.Is(err, fencelock.ErrNotHeld) {
+			return
+		}
+		if err != nil {
+			s.t.Fatalf("TTL(%s, token %s): %v", key, token, err)
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the hold of token %s still had a lease of %v after %v", token, ttl, limit)
+		}
+		time.Sleep(min(max(ttl, time.Millisecond), 100*time.Millisecond))
+	}
 }
 
 func acquireFree(ctx context.Context, s *suite) {
@@ -291,5 +324,118 @@ func releaseNotification(ctx context.Context, s *suite) {
 	case <-w.C:
 	case <-time.After(5 * time.Second):
 		s.t.Fatal("no release notification within 5s")
+	}
+}
+
+// A hold whose lease ended is gone although another hold of the same owner
+// keeps the lock: it cannot be renewed or released, is not counted, and does
+// not keep the lock once the other holds are released.
+func lapsedHoldIsGone(ctx context.Context, s *suite) {
+	outer := s.acquire(ctx, "k", "a", "owner", 10*time.Second)
+	if inner := s.acquire(ctx, "k", "b", "owner", 150*time.Millisecond); !inner.Acquired || inner.Holds != 2 {
+		s.t.Fatalf("re-entry: %+v, want acquired with 2 holds", inner)
+	}
+	if ttl, err := s.b.TTL(ctx, s.ref("k", "b")); err == nil && ttl > 150*time.Millisecond {
+		s.t.Fatalf("TTL of a 150ms hold re-entering a 10s one: %v, want the hold's own lease (at most 150ms)", ttl)
+	}
+	s.waitLapsed(ctx, "k", "b", 5*time.Second)
+	if r := s.renew(ctx, "k", "b", time.Minute); r.Held {
+		s.t.Fatal("renewal of a lapsed hold succeeded (it must not re-create it)")
+	}
+	if rel := s.release(ctx, "k", "b"); rel.Held {
+		s.t.Fatalf("release of a lapsed hold: %+v, want not held", rel)
+	}
+	if _, err := s.b.TTL(ctx, s.ref("k", "b")); !errors.Is(err, fencelock.ErrNotHeld) {
+		s.t.Fatalf("TTL of a lapsed hold: %v, want ErrNotHeld", err)
+	}
+
+	// Another short hold, lapsed too: neither counts.
+	again := s.acquire(ctx, "k", "c", "owner", 150*time.Millisecond)
+	if !again.Acquired || again.Fence != outer.Fence || again.Holds != 2 {
+		s.t.Fatalf("re-entry after a lapsed hold: %+v, want acquired with fence %d and 2 holds (the lapsed one not counted)",
+			again, outer.Fence)
+	}
+	s.waitLapsed(ctx, "k", "c", 5*time.Second)
+	if ttl, err := s.b.TTL(ctx, s.ref("k", "a")); err != nil || ttl <= 0 {
+		s.t.Fatalf("TTL of the 10s hold: %v %v, want it still held", ttl, err)
+	}
+
+	if rel := s.release(ctx, "k", "a"); !rel.Held || rel.Remaining != 0 {
+		s.t.Fatalf("release of the last live hold: %+v, want held and 0 remaining", rel)
+	}
+	if next := s.acquire(ctx, "k", "d", "someone else", time.Second); !next.Acquired || next.Fence <= outer.Fence {
+		s.t.Fatalf("another owner after the last live hold was released: %+v, want acquired with a fence above %d",
+			next, outer.Fence)
+	}
+}
+
+// An acquire with a token the lock holds sets that hold's lease to the new
+// TTL, without a second hold or a new fence.
+func retryExtendsHold(ctx context.Context, s *suite) {
+	first := s.acquire(ctx, "k", "a", "", 300*time.Millisecond)
+	retry := s.acquire(ctx, "k", "a", "", 10*time.Second)
+	if !retry.Acquired || retry.Fence != first.Fence || retry.Holds != 1 {
+		s.t.Fatalf("retried acquire: %+v, want acquired with fence %d and 1 hold", retry, first.Fence)
+	}
+	if ttl, err := s.b.TTL(ctx, s.ref("k", "a")); err != nil || ttl <= 5*time.Second {
+		s.t.Fatalf("TTL after a retry with a 10s lease: %v %v, want above 5s", ttl, err)
+	}
+}
+
+// A release with a tombstone of a token that holds nothing makes a later
+// acquire with that token fail, and leaves the lock free for others.
+func tombstoneRefusesLateAcquire(ctx context.Context, s *suite) {
+	before := s.acquire(ctx, "k", "x", "", time.Second)
+	s.release(ctx, "k", "x")
+	if rel := s.releaseTombstone(ctx, "k", "late", 5*time.Second); rel.Held {
+		s.t.Fatalf("release of a token that never held the lock: %+v, want not held", rel)
+	}
+	if late := s.acquire(ctx, "k", "late", "", 10*time.Second); late.Acquired || late.Fence != 0 {
+		s.t.Fatalf("acquire with a tombstoned token: %+v, want refused", late)
+	}
+	if _, err := s.b.TTL(ctx, s.ref("k", "late")); !errors.Is(err, fencelock.ErrNotHeld) {
+		s.t.Fatalf("TTL of the tombstoned token: %v, want ErrNotHeld", err)
+	}
+	if next := s.acquire(ctx, "k", "next", "", time.Second); !next.Acquired || next.Fence <= before.Fence {
+		s.t.Fatalf("acquire after a refused late acquire: %+v, want acquired with a fence above %d", next, before.Fence)
+	}
+}
+
+// A release with a tombstone of a held token frees the lock for every token
+// but that one.
+func tombstoneAfterRelease(ctx context.Context, s *suite) {
+	first := s.acquire(ctx, "k", "a", "", 10*time.Second)
+	if rel := s.releaseTombstone(ctx, "k", "a", 5*time.Second); !rel.Held || rel.Remaining != 0 {
+		s.t.Fatalf("release with a tombstone: %+v, want held and 0 remaining", rel)
+	}
+	if again := s.acquire(ctx, "k", "a", "", 10*time.Second); again.Acquired {
+		s.t.Fatalf("acquire with the tombstoned token: %+v, want refused", again)
+	}
+	if other := s.acquire(ctx, "k", "b", "", time.Second); !other.Acquired || other.Fence <= first.Fence {
+		s.t.Fatalf("acquire with another token: %+v, want acquired with a fence above %d", other, first.Fence)
+	}
+}
+
+// A release without a tombstone refuses nothing: the lock is free for other
+// tokens and for the same one, whether or not the release found the hold.
+func releaseWithoutTombstoneAllowsNothingElse(ctx context.Context, s *suite) {
+	first := s.acquire(ctx, "k", "a", "", 10*time.Second)
+	s.release(ctx, "k", "a")
+	second := s.acquire(ctx, "k", "b", "", time.Second)
+	if !second.Acquired || second.Fence <= first.Fence {
+		s.t.Fatalf("acquire with another token after a plain release: %+v, want acquired with a fence above %d",
+			second, first.Fence)
+	}
+	s.release(ctx, "k", "b")
+	if third := s.acquire(ctx, "k", "a", "", time.Second); !third.Acquired || third.Fence <= second.Fence {
+		s.t.Fatalf("acquire with the released token after a plain release: %+v, want acquired with a fence above %d",
+			third, second.Fence)
+	}
+	s.release(ctx, "k", "a")
+	if rel := s.release(ctx, "k", "never-held"); rel.Held {
+		s.t.Fatalf("plain release of a token that never held the lock: %+v, want not held", rel)
+	}
+	if res := s.acquire(ctx, "k", "never-held", "", time.Second); !res.Acquired {
+		s.t.Fatalf("acquire after a plain release that found nothing: %+v, want acquired", res)
 	}
 }

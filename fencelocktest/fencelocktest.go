@@ -372,7 +372,7 @@ func lapsedHoldIsGone(ctx context.Context, s *suite) {
 // An acquire with a token the lock holds sets that hold's lease to the new
 // TTL, without a second hold or a new fence.
 func retryExtendsHold(ctx context.Context, s *suite) {
-	first := s.acquire(ctx, "k", "a", "", 300*time.Millisecond)
+	first := s.acquire(ctx, "k", "a", "", time.Second)
 	retry := s.acquire(ctx, "k", "a", "", 10*time.Second)
 	if !retry.Acquired || retry.Fence != first.Fence || retry.Holds != 1 {
 		s.t.Fatalf("retried acquire: %+v, want acquired with fence %d and 1 hold", retry, first.Fence)

@@ -11,7 +11,7 @@ import (
 
 // Client acquires locks through a Backend. It is safe for concurrent use;
 // make one per process (or per backend) and share it. Close it when done: it
-// ends waits, releases the locks it still holds and stops its goroutine.
+// ends waits, releases the locks it still holds and stops its goroutines.
 type Client struct {
 	backend  Backend
 	notifier ReleaseNotifier // nil when the backend has no release notifications
@@ -19,15 +19,16 @@ type Client struct {
 	log      *slog.Logger
 
 	// closeCtx is cancelled, with cause ErrClosed, by Close. Waits and
-	// attempts in progress watch it so that Close ends them at once.
+	// acquire attempts in progress watch it so that Close ends them at once.
+	// Renewals do not: they go on until Close has released the locks.
 	closeCtx context.Context
 	closeFn  context.CancelCauseFunc
 
-	leases *leaseKeeper // every held lock: renewal and local lease deadlines
-	queues waitQueues   // goroutines waiting for the same key, in order
+	leases   *leaseKeeper // every held lock: renewal and local lease deadlines
+	releaser *releaser    // releases to retry in the background
+	queues   waitQueues   // goroutines waiting for the same key, in order
 
-	ops       opCounter      // calls in progress that use the backend; Close waits for them
-	cleanup   sync.WaitGroup // best-effort releases after ambiguous acquire errors
+	ops       opCounter // calls in progress that use the backend; Close waits for them
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -47,19 +48,26 @@ func New(b Backend, opts ...Option) *Client {
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.idle = sync.NewCond(&c.ops.mu)
 	c.leases = newLeaseKeeper(c)
+	c.releaser = newReleaser(c)
 	return c
 }
 
-// Close ends every wait in progress (their errors match ErrClosed and
-// ErrNotAcquired), releases the locks the Client still holds (each within 5
-// seconds; their Err then matches ErrReleased and ErrClosed), stops the
-// renewal goroutine and waits for it, and closes the backend. Later calls
-// return ErrClosed errors. Close is idempotent.
+// Close ends every wait and acquire attempt in progress (their errors match
+// ErrClosed), waits for the other calls in progress, releases the locks the
+// Client still holds (their Err then matches ErrReleased and ErrClosed),
+// finishes the releases still pending in the background, stops the
+// renewal goroutine and waits for it, and closes the backend. Locks are
+// renewed until they are released, so none lapses because of Close. The
+// releases together get 5 seconds; those not confirmed by then lapse on the
+// server, and Close reports them. Later calls return ErrClosed errors.
+// Close is idempotent.
 func (c *Client) Close() error {
+	if c == nil {
+		return errNilClient
+	}
 	c.closeOnce.Do(func() {
 		// End the waits and refuse new calls, then let the calls in flight
-		// finish: a lock they acquire is then among those released below,
-		// and no clean-up starts after Close has waited for clean-ups.
+		// finish: a lock they acquire is then among those released below.
 		c.closeFn(ErrClosed)
 		c.ops.wait()
 		held := c.leases.stopAccepting()
@@ -71,7 +79,7 @@ func (c *Client) Close() error {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 				defer cancel()
-				if err := lk.release(ctx, ErrClosed); err != nil && !errors.Is(err, ErrNotHeld) {
+				if err := lk.release(ctx, ErrClosed); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable) {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -79,8 +87,10 @@ func (c *Client) Close() error {
 			})
 		}
 		wg.Wait()
+		if err := c.releaser.close(c.cfg.releaseTimeout); err != nil {
+			errs = append(errs, err)
+		}
 		c.leases.stop()
-		c.cleanup.Wait()
 		if closer, ok := c.backend.(io.Closer); ok {
 			if err := closer.Close(); err != nil {
 				errs = append(errs, err)
@@ -139,40 +149,18 @@ func (c *Client) detached(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 }
 
-// orphanRecheck is how long after a first clean-up release that found
-// nothing releaseOrphan tries once more: the acquire it cleans up after may
-// still be on its way to the server (on another connection) and land after
-// the first release.
-const orphanRecheck = time.Second
-
-// releaseOrphan removes a hold that an acquire may have created even though
-// its reply was lost (a timeout is ambiguous). It runs in the background,
-// bounded in time, and Close waits for it (cutting the second try short).
-func (c *Client) releaseOrphan(ref LockRef) {
-	c.cleanup.Go(func() {
-		for try := 1; ; try++ {
-			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-			res, err := c.backend.Release(ctx, ReleaseRequest{LockRef: ref})
-			cancel()
-			switch {
-			case err != nil:
-				c.log.Debug("fencelock: orphan cleanup failed; the lease will lapse on the server",
-					"key", ref.Key, "token", shortToken(ref.Token), "error", err)
-				return
-			case res.Held:
-				c.log.Info("fencelock: released a hold whose acquire reply was lost",
-					"key", ref.Key, "token", shortToken(ref.Token))
-				return
-			case try == 2:
-				return
-			}
-			select {
-			case <-time.After(orphanRecheck):
-			case <-c.closeCtx.Done():
-				return
-			}
-		}
-	})
+// unavailable is the error of a call that got no answer from the backend:
+// err is the last backend error, and the call's context (or Close) the
+// reason it stopped trying, if it did.
+func (c *Client) unavailable(ctx context.Context, op, key string, attempts int, start time.Time, err error) error {
+	e := &UnavailableError{Op: op, Key: key, Attempts: attempts, Waited: time.Since(start), Err: err}
+	switch {
+	case ctx.Err() != nil:
+		e.Cause = context.Cause(ctx)
+	case c.closed():
+		e.Cause = ErrClosed
+	}
+	return e
 }
 
 // nextToken returns a new owner token from the configured generator.

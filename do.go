@@ -17,10 +17,13 @@ import (
 // with another holder's, and only fencing tokens (lk.Fence) checked by the
 // resource make that harmless.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, lk *Lock) error, opts ...AcquireOption) (err error) {
+	if c == nil {
+		return errNilClient
+	}
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
 	}
-	if ttl >= time.Millisecond {
+	if checkTTL(ttl) == nil {
 		// Renew every ttl/3 unless the caller's options say otherwise.
 		opts = append([]AcquireOption{WithAutoRenew(ttl / 3)}, opts...)
 	}

@@ -10,9 +10,24 @@ import (
 // wrap them with the key and the cause.
 var (
 	// ErrNotAcquired means the lock is held by someone else: TryAcquire found
-	// it taken, or Acquire gave up waiting (its error then also matches the
-	// reason it gave up, such as context.DeadlineExceeded or ErrClosed).
+	// it taken, or Acquire gave up waiting while it was (its error then also
+	// matches the reason it gave up, such as context.DeadlineExceeded or
+	// ErrClosed). It is never the error of an outage: see ErrUnavailable.
 	ErrNotAcquired = errors.New("fencelock: lock not acquired")
+
+	// ErrUnavailable means the backend could not be reached or did not answer
+	// in time (connection refused, a timeout, a reply that came after the
+	// lease it was for had ended): the call could not learn or change the
+	// lock's state. It is distinct from ErrNotAcquired, so that a service
+	// can answer "unavailable, retry later" rather than "busy". Every
+	// *UnavailableError matches it.
+	ErrUnavailable = errors.New("fencelock: backend unavailable")
+
+	// ErrNotSent is for Backend implementations: wrap it in the error of a
+	// request that was certainly not sent (no connection could be made), so
+	// that the Client knows it left nothing behind to clean up. Any other
+	// error is taken to mean the request may have been applied.
+	ErrNotSent = errors.New("fencelock: request not sent")
 
 	// ErrNotHeld means the server no longer holds the lock for this owner
 	// token: it expired, was released, or was taken over.
@@ -68,16 +83,16 @@ func invalid(name string, value any, reason string) error {
 	return &InvalidArgumentError{Name: name, Value: value, Reason: reason}
 }
 
-// NotAcquiredError is returned when a lock could not be had. It matches
-// ErrNotAcquired and, through Unwrap, the reason Acquire stopped waiting
-// (ctx.Err(), ErrClosed) when there is one.
+// NotAcquiredError is returned when a lock could not be had because someone
+// else held it. It matches ErrNotAcquired and, through Unwrap, the reason
+// Acquire stopped waiting (ctx.Err(), ErrClosed) when there is one.
 type NotAcquiredError struct {
 	Key       string        // the lock key, without namespace
 	Attempts  int           // acquire attempts made
 	Waited    time.Duration // time spent, including the attempts
 	HolderTTL time.Duration // the holder's remaining lease at the last attempt, if known
 	Cause     error         // why waiting ended: ctx.Err(), ErrClosed, or nil when WithWait elapsed or for TryAcquire
-	LastErr   error         // the last backend error seen while waiting, if any
+	LastErr   error         // a backend error seen while waiting, before the lock was last found held
 }
 
 // Error says which lock was not acquired, after how long, and why.
@@ -113,6 +128,61 @@ func (e *NotAcquiredError) Unwrap() []error {
 	}
 	return errs
 }
+
+// UnavailableError is returned when a call could not be completed because
+// the backend could not be reached or did not answer in time. It matches
+// ErrUnavailable and, through Unwrap, the last backend error and the reason
+// the call stopped trying (ctx.Err(), ErrClosed) when there is one.
+type UnavailableError struct {
+	Op       string        // "acquire", "release", "refresh" or "ttl"
+	Key      string        // the lock key, without namespace
+	Attempts int           // requests made
+	Waited   time.Duration // time spent
+	Cause    error         // why the call stopped: ctx.Err(), ErrClosed, or nil (a single attempt, WithWait elapsed, or WithMaxFailures reached)
+	Err      error         // the last backend error, such as a connection error or a timeout
+}
+
+// Error says which call failed, after how many attempts, and why.
+func (e *UnavailableError) Error() string {
+	msg := fmt.Sprintf("fencelock: %s %q: backend unavailable", e.Op, e.Key)
+	if e.Attempts > 1 {
+		msg += fmt.Sprintf(" (%d attempts in %v)", e.Attempts, e.Waited.Round(time.Millisecond))
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	if e.Cause != nil && e.Cause != e.Err {
+		msg += " (" + e.Cause.Error() + ")"
+	}
+	return msg
+}
+
+// Is reports whether target is ErrUnavailable.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the last backend error and the reason the call stopped, so
+// that errors.Is(err, context.DeadlineExceeded) works.
+func (e *UnavailableError) Unwrap() []error {
+	var errs []error
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	if e.Cause != nil && e.Cause != e.Err {
+		errs = append(errs, e.Cause)
+	}
+	return errs
+}
+
+// errReplyTooLate is the error of an acquire attempt that got no reply
+// before the local deadline of the lease it asked for: the lease may have
+// ended on the server already, so a lock granted by it is of no use.
+var errReplyTooLate = errors.New("no reply before the lease it asked for could have ended")
+
+// errNilLock is the error of every method called on a nil *Lock.
+var errNilLock = invalid("lock", nil, "is a nil *Lock (was the error of the acquire checked?)")
+
+// errNilClient is the error of every method called on a nil *Client.
+var errNilClient = invalid("client", nil, "is a nil *Client")
 
 // lockError wraps err with the operation and key, keeping it matchable.
 func lockError(op, key string, err error) error {

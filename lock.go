@@ -10,7 +10,8 @@ import (
 
 // Lock is one acquisition of a lock. Its methods are safe for concurrent
 // use. Release it when done (Do does that for you); a Lock that is lost or
-// released stays so.
+// released stays so. Every method of a nil *Lock returns an error (or a zero
+// value), never panics.
 //
 // A lease guarantees mutual exclusion only while the holder is running and
 // in touch with the server. A process that is paused (GC, SIGSTOP, swap) or
@@ -24,98 +25,152 @@ type Lock struct {
 	fence     int64
 	holds     int
 	autoRenew time.Duration // 0: no automatic renewal
+	// tombstone is set when an attempt of this acquisition may still reach
+	// the server (its reply was lost): releases then ask the backend to
+	// refuse that late copy, which would otherwise take the lock for nobody.
+	tombstone bool
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards the fields below; see lease.go for the lock order
 	ttl       time.Duration
-	deadline  time.Time     // local lease deadline, monotonic, from before the request that set it
+	deadline  time.Time     // local lease deadline (lease.go)
 	nextRenew time.Time     // when automatic renewal is next due
 	renewing  chan struct{} // non-nil while a renewal is in flight; closed when it ends
-	releasing bool          // Release was called: no renewal starts any more
+	releasing bool          // Release or Close has begun: no renewal starts any more
 	err       error         // nil while held
 	done      chan struct{}
 	onEnd     map[uint64]func(error)
 	nextID    uint64
 }
 
-func newLock(c *Client, ref LockRef, res AcquireResult, ttl, autoRenew time.Duration, sent time.Time) *Lock {
+func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Duration, sent time.Time, tombstone bool) *Lock {
 	return &Lock{
 		client:    c,
-		ref:       ref,
+		ref:       req.LockRef,
 		fence:     res.Fence,
 		holds:     res.Holds,
 		autoRenew: autoRenew,
-		ttl:       ttl,
-		deadline:  leaseEnd(sent, ttl),
+		tombstone: tombstone,
+		ttl:       req.TTL,
+		deadline:  c.leaseEnd(sent, req.TTL),
 		nextRenew: sent.Add(autoRenew),
 		done:      make(chan struct{}),
 	}
 }
 
-// leaseEnd is the local deadline of a lease of ttl granted by a request sent
-// at sent. The server counts the lease from when it handles the request, so
-// its lease ends later; a thousandth of the ttl is taken off as well, for a
-// server clock that runs faster than ours (clock rates differ by far less).
-func leaseEnd(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(ttl - ttl/1000)
-}
-
 // Key returns the lock's key as given to the Client, without namespace.
-func (l *Lock) Key() string { return l.ref.Key }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.ref.Key
+}
 
 // Token returns the random owner token of this acquisition. The server
 // releases and renews the lock only for this token.
-func (l *Lock) Token() string { return l.ref.Token }
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.ref.Token
+}
 
 // Fence returns the fencing token: positive, and strictly greater than the
 // fence of every earlier acquisition of the key (re-entry keeps it). Send it
 // with every write to the protected resource, which must refuse a fence
 // lower than the largest it has accepted.
-func (l *Lock) Fence() int64 { return l.fence }
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Holds returns the lock's hold count right after this acquisition: 1, or
 // more when it re-entered a lock its owner already held (see WithOwner).
-func (l *Lock) Holds() int { return l.holds }
+func (l *Lock) Holds() int {
+	if l == nil {
+		return 0
+	}
+	return l.holds
+}
 
 // Held reports the local view of the lock: not released, not lost, and its
 // local lease deadline not passed. It asks no server: true means "held unless
 // the server lost it", which is why writes carry the Fence.
 func (l *Lock) Held() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err == nil && !l.releasing && time.Now().Before(l.deadline)
+	return l.Err() == nil && !l.isReleasing()
 }
 
+func (l *Lock) isReleasing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releasing
+}
+
+// closedChan is the Done channel of a nil *Lock.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Done returns a channel that is closed when the lock is released or lost.
-func (l *Lock) Done() <-chan struct{} { return l.done }
+// It is closed by the Client's lease keeper at the local lease deadline, or
+// earlier, when a call to Err or Held finds the deadline passed.
+func (l *Lock) Done() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
+	return l.done
+}
 
 // Err returns nil while the lock is held, then an error matching ErrReleased
 // (released by its holder, or by Close: then it matches ErrClosed too) or
-// ErrLost (renewal found it gone, or the lease deadline passed).
+// ErrLost (renewal found it gone, or the local lease deadline passed). It
+// reads the clock: once the deadline has passed it reports ErrLost, even if
+// the lease keeper has not yet run.
 func (l *Lock) Err() error {
+	if l == nil {
+		return errNilLock
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	err, expired := l.err, l.expiredLocked(time.Now())
+	l.mu.Unlock()
+	if expired {
+		l.expire()
+		l.mu.Lock()
+		err = l.err
+		l.mu.Unlock()
+	}
+	return err
 }
 
 // Deadline returns the local lease deadline: the time before which the lease
-// is certain to be in force on the server (it is measured from before the
-// request that acquired or last renewed the lock).
+// is certain to be in force on the server, less the safety margin (it is
+// measured from before the request that acquired or last renewed the lock).
 func (l *Lock) Deadline() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadline
 }
 
 // TTL asks the server for the lock's remaining lease. It returns an error
-// matching ErrNotHeld when the server no longer holds it for this token.
+// matching ErrNotHeld when the server no longer holds it for this token, and
+// one matching ErrUnavailable when the server could not be asked.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, errNilLock
+	}
 	defer l.client.ops.begin()()
 	if err := l.Err(); err != nil {
 		return 0, lockError("ttl", l.ref.Key, errors.Join(ErrNotHeld, err))
 	}
+	start := time.Now()
 	ttl, err := l.client.backend.TTL(ctx, l.ref)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotHeld):
 		return 0, lockError("ttl", l.ref.Key, err)
+	case err != nil:
+		return 0, l.client.unavailable(ctx, "ttl", l.ref.Key, 1, start, err)
 	}
 	return ttl, nil
 }
@@ -124,14 +179,21 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // and makes ttl the lease of later automatic renewals. It never re-creates a
 // lock that has lapsed: then it returns an error matching ErrNotHeld and the
 // Lock is lost. It waits for an automatic renewal in flight, so that the last
-// renewal sent sets both the server's lease and the local deadline.
+// renewal sent sets both the server's lease and the local deadline. When the
+// server cannot be reached it returns an error matching ErrUnavailable, and
+// the lock stays held until its current deadline unless a renewal succeeds.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	defer l.client.ops.begin()()
-	if ttl < time.Millisecond {
-		return invalid("ttl", ttl, "must be at least 1ms")
+	if l == nil {
+		return errNilLock
 	}
-	if l.autoRenew > 0 && ttl <= l.autoRenew {
-		return invalid("ttl", ttl, "must be longer than the renewal interval "+l.autoRenew.String())
+	defer l.client.ops.begin()()
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	if l.autoRenew > 0 {
+		if local := l.client.localLease(ttl); l.autoRenew >= local {
+			return invalid("ttl", ttl, fmt.Sprintf("must leave a local lease (%v) longer than the renewal interval %v", local, l.autoRenew))
+		}
 	}
 	// Take the renewal turn, as the lease keeper does for a batch.
 	l.mu.Lock()
@@ -141,24 +203,34 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		select {
 		case <-inflight:
 		case <-ctx.Done():
-			return lockError("refresh", l.ref.Key, ctx.Err())
+			return l.client.unavailable(ctx, "refresh", l.ref.Key, 0, time.Now(), ctx.Err())
 		}
 		l.mu.Lock()
 	}
-	if ended := l.err; ended != nil {
+	ended := l.err
+	if ended == nil && l.expiredLocked(time.Now()) {
 		l.mu.Unlock()
+		l.expire()
+		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, l.Err()))
+	}
+	if ended != nil || l.releasing {
+		l.mu.Unlock()
+		if ended == nil {
+			ended = ErrReleased
+		}
 		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ended))
 	}
-	if l.releasing {
-		l.mu.Unlock()
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ErrReleased))
-	}
-	l.renewing = make(chan struct{})
+	l.beginRenewalLocked()
 	l.ttl = ttl
+	deadline := l.deadline
 	l.mu.Unlock()
 
+	// A reply after the current deadline comes too late: the lock will
+	// have been declared lost by then.
+	rctx, cancel := context.WithDeadline(ctx, deadline)
 	sent := now()
-	results, err := l.client.backend.Renew(ctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
+	results, err := l.client.backend.Renew(rctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
+	cancel()
 	if err == nil && len(results) != 1 {
 		err = fmt.Errorf("backend returned %d results for 1 renewal", len(results))
 	}
@@ -170,73 +242,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	l.client.leases.reschedule(l)
 	switch {
 	case res.Err != nil:
-		return lockError("refresh", l.ref.Key, res.Err)
+		return l.client.unavailable(ctx, "refresh", l.ref.Key, 1, sent, res.Err)
 	case !res.Held:
 		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ErrLost))
 	default:
-		return nil
-	}
-}
-
-// Release gives the lock up: it stops renewal (waiting for a renewal in
-// flight), deletes the hold on the server if this token still has it, and
-// wakes waiters. When ctx is already done, it releases on a detached context
-// bounded to a few seconds, so that a cancelled caller does not leave the key
-// locked until its lease ends.
-//
-// Release is idempotent: later calls return nil. It returns an error matching
-// ErrNotHeld when the server no longer held the lock for this token (the
-// Lock is then lost, if it was not already), and the server's error when the
-// release could not be sent (the lease then lapses on the server).
-func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, nil) }
-
-// release implements Release; cause, when not nil, is added to ErrReleased
-// (Close passes ErrClosed).
-func (l *Lock) release(ctx context.Context, cause error) error {
-	defer l.client.ops.begin()()
-	l.mu.Lock()
-	if l.releasing {
-		l.mu.Unlock()
-		return nil
-	}
-	l.releasing = true
-	inflight := l.renewing
-	l.mu.Unlock()
-	l.client.leases.remove(l)
-
-	ctx, cancel := l.client.detached(ctx)
-	defer cancel()
-	if inflight != nil {
-		select {
-		case <-inflight:
-		case <-ctx.Done():
-		}
-	}
-
-	released := ErrReleased
-	if cause != nil {
-		released = fmt.Errorf("%w: %w", ErrReleased, cause)
-	}
-	log := l.client.log
-	res, err := l.client.backend.Release(ctx, ReleaseRequest{LockRef: l.ref})
-	switch {
-	case err != nil:
-		l.end(released)
-		log.Warn("fencelock: release failed; the lease will lapse on the server",
-			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token), "error", err)
-		return lockError("release", l.ref.Key, err)
-	case !res.Held:
-		log.Warn("fencelock: release skipped: not owner (the lock had expired or was taken over)",
-			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token))
-		l.lose("the lock was no longer held when released")
-		return lockError("release", l.ref.Key, ErrNotHeld)
-	default:
-		l.end(released)
-		if res.Remaining == 0 {
-			l.client.queues.released(l.ref.Key)
-		}
-		log.Debug("fencelock: released", "key", l.ref.Key, "fence", l.fence,
-			"token", shortToken(l.ref.Token), "holds_left", res.Remaining)
 		return nil
 	}
 }
@@ -246,6 +255,10 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 // lock's ErrReleased error when it is released. Call cancel when done.
 func (l *Lock) Context(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	if l == nil {
+		cancel(errNilLock)
+		return ctx, func() {}
+	}
 	stop := l.whenEnded(func(err error) { cancel(err) })
 	return ctx, func() {
 		stop()
@@ -256,6 +269,10 @@ func (l *Lock) Context(ctx context.Context) (context.Context, context.CancelFunc
 // whenEnded runs f (once, with the lock's Err) when the lock is released or
 // lost; at once if it already is. The returned func unregisters f.
 func (l *Lock) whenEnded(f func(error)) (stop func()) {
+	if err := l.Err(); err != nil { // also ends a lock whose deadline has passed
+		f(err)
+		return func() {}
+	}
 	l.mu.Lock()
 	if l.err != nil {
 		err := l.err
@@ -277,11 +294,25 @@ func (l *Lock) whenEnded(f func(error)) (stop func()) {
 	}
 }
 
-// lose ends the lock with ErrLost, logging why.
-func (l *Lock) lose(reason string) {
-	if l.end(fmt.Errorf("%w: %s", ErrLost, reason)) {
-		l.client.log.Warn("fencelock: lock lost", "key", l.ref.Key, "fence", l.fence,
-			"token", shortToken(l.ref.Token), "reason", reason)
+// expire ends a lock whose local deadline passed without a successful
+// renewal. The server may still count its hold (its lease ends a margin
+// later, or other holds of the same owner keep the lock alive), so a release
+// is sent in the background: the key is freed as soon as possible, and a
+// lapsed re-entrant hold is not left counted.
+func (l *Lock) expire() {
+	l.lose("the lease deadline passed without a successful renewal", true)
+}
+
+// lose ends the lock with ErrLost, logging why. With release, or when a late
+// acquire copy may still arrive, the hold is released in the background.
+func (l *Lock) lose(reason string, release bool) {
+	if !l.end(fmt.Errorf("%w: %s", ErrLost, reason)) {
+		return
+	}
+	l.client.log.Warn("fencelock: lock lost", "key", l.ref.Key, "fence", l.fence,
+		"token", shortToken(l.ref.Token), "reason", reason)
+	if release || l.tombstone {
+		l.client.releaser.add(l.releaseRequest(), l.ttl)
 	}
 }
 

@@ -44,6 +44,12 @@ func TestLogging(t *testing.T) {
 	rdb.Del(ctx, "lock:{logged}:lock")
 	waitDone(t, lk.Done(), 2*time.Second, "loss")
 	lk.Release(ctx)
+	gone, err := c.TryAcquire(ctx, "gone", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, "lock:{gone}:lock")
+	gone.Release(ctx) // finds it gone
 	ok, _ := c.TryAcquire(ctx, "fine", time.Minute)
 	ok.Release(ctx)
 
@@ -52,7 +58,7 @@ func TestLogging(t *testing.T) {
 	for _, want := range []string{
 		`msg="fencelock: acquired" key=logged fence=`,
 		`level=WARN msg="fencelock: lock lost" key=logged`,
-		`level=WARN msg="fencelock: release skipped: not owner`,
+		`level=WARN msg="fencelock: release skipped: not owner (the lock had expired or was taken over)" key=gone`,
 		`msg="fencelock: released" key=fine`,
 		"token=" + short,
 	} {

@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -13,10 +14,23 @@ type clientConfig struct {
 	logger         *slog.Logger
 	newToken       func() (string, error)
 	releaseTimeout time.Duration
+	safetyMargin   float64 // fraction of a lease the local deadline ends early
+	marginErr      error   // an invalid WithSafetyMargin, reported by every call
 }
 
 // DefaultNamespace prefixes the keys of a Client made without WithNamespace.
 const DefaultNamespace = "lock"
+
+// MaxTTL is the longest lease a lock may have (a year). Longer ttls are
+// refused with an error matching ErrInvalidArgument: a lease is meant to end
+// when its holder is gone, and larger values would overflow the millisecond
+// arithmetic of stores such as Redis.
+const MaxTTL = 365 * 24 * time.Hour
+
+// DefaultSafetyMargin is the fraction of each lease by which the local lease
+// deadline ends before the earliest moment the server's lease can end, unless
+// WithSafetyMargin says otherwise.
+const DefaultSafetyMargin = 0.1
 
 // defaultReleaseTimeout bounds a release made on a detached context (the
 // caller's was already done) and the releases made by Close.
@@ -28,6 +42,7 @@ func defaultClientConfig() clientConfig {
 		logger:         slog.New(slog.DiscardHandler),
 		newToken:       randomToken,
 		releaseTimeout: defaultReleaseTimeout,
+		safetyMargin:   DefaultSafetyMargin,
 	}
 }
 
@@ -63,16 +78,48 @@ func WithTokenGenerator(generate func() (string, error)) Option {
 	}
 }
 
+// WithSafetyMargin sets how early, as a fraction of the ttl, a lock's local
+// lease deadline ends before the server's lease can end (default 0.1: a 10s
+// lease is held locally for at most 9s after the request that acquired or
+// last renewed it was sent). At the local deadline the lock counts as lost
+// (Held is false, Err matches ErrLost, Done is closed), unless a renewal
+// has succeeded.
+//
+// The margin absorbs what can delay the loss signal: the goroutine that
+// closes Done and cancels Do's context must be scheduled, which takes longer
+// in a busy process, and clocks run at slightly different rates. A process
+// starved of CPU for longer than the margin can still learn of a loss after
+// another holder has the lock; Held and Err, which read the clock, are never
+// late, and the fencing token keeps the data safe in every case. The
+// fraction must be between 0.001 and 0.5; an invalid value makes every call
+// of the Client fail with an error matching ErrInvalidArgument.
+func WithSafetyMargin(fraction float64) Option {
+	return func(c *clientConfig) {
+		c.safetyMargin, c.marginErr = fraction, nil
+		if !(fraction >= 0.001 && fraction <= 0.5) { // also refuses NaN
+			c.marginErr = invalid("WithSafetyMargin fraction", fraction, "must be between 0.001 and 0.5")
+		}
+	}
+}
+
 // AcquireOption configures one TryAcquire, Acquire or Do.
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	autoRenew    time.Duration // 0: no automatic renewal
-	autoRenewSet bool
-	wait         time.Duration
-	waitSet      bool
-	retry        RetryStrategy
+	autoRenew      time.Duration // 0: no automatic renewal
+	autoRenewSet   bool
+	wait           time.Duration
+	waitSet        bool
+	retry          RetryStrategy
+	maxFailures    int // consecutive failed attempts before giving up; 0: no limit
+	maxFailuresSet bool
 }
+
+// DefaultMaxFailures is how many consecutive failed attempts (the backend
+// could not be reached) an Acquire or Do with no deadline makes before it
+// gives up with ErrUnavailable: about 3 seconds of outage with the default
+// retry strategy.
+const DefaultMaxFailures = 10
 
 // WithAutoRenew renews the lock every interval until it is released, keeping
 // its lease at the full ttl. The interval must be positive and shorter than
@@ -86,11 +133,27 @@ func WithAutoRenew(interval time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.autoRenew, c.autoRenewSet = interval, true }
 }
 
-// WithWait bounds how long Acquire and Do wait for the lock, whatever the
-// context allows. Zero means a single attempt. Without it, only the context
-// (and Close) ends the wait. The bound is independent of the lease ttl.
+// WithWait bounds the whole of Acquire or Do's wait for the lock, whatever
+// the context allows, including a request in flight when the bound passes.
+// Zero means a single attempt, like TryAcquire. Without it, the context and
+// Close end the wait (and, when neither sets a deadline, DefaultMaxFailures
+// consecutive failures). The bound is independent of the lease ttl.
 func WithWait(maxWait time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.wait, c.waitSet = maxWait, true }
+}
+
+// WithMaxFailures makes Acquire and Do give up, with an error matching
+// ErrUnavailable, after n consecutive attempts that failed because the
+// backend could not be reached or did not answer in time. An attempt that
+// finds the lock held starts the count again. Zero means no limit: only the
+// context, WithWait and Close end the wait.
+//
+// Without this option, a call that has a deadline (from its context or
+// WithWait) tries until the deadline, so that it rides out a failover; a
+// call without any deadline gives up after DefaultMaxFailures failures, so
+// that an outage never makes it wait forever.
+func WithMaxFailures(n int) AcquireOption {
+	return func(c *acquireConfig) { c.maxFailures, c.maxFailuresSet = n, true }
 }
 
 // WithRetry sets the fallback timer between attempts while waiting. Release
@@ -103,24 +166,32 @@ func WithRetry(strategy RetryStrategy) AcquireOption {
 }
 
 // resolveAcquire applies opts and validates them against key and ttl.
-func resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquireConfig, error) {
+func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquireConfig, error) {
 	cfg := acquireConfig{retry: defaultRetry}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&cfg)
 		}
 	}
+	if c.cfg.marginErr != nil {
+		return cfg, c.cfg.marginErr
+	}
 	if key == "" {
 		return cfg, invalid("key", key, "must not be empty")
 	}
-	if ttl < time.Millisecond {
-		return cfg, invalid("ttl", ttl, "must be at least 1ms")
+	if err := checkTTL(ttl); err != nil {
+		return cfg, err
 	}
-	if cfg.autoRenewSet && (cfg.autoRenew <= 0 || cfg.autoRenew >= ttl) {
-		return cfg, invalid("WithAutoRenew interval", cfg.autoRenew, "must be positive and shorter than the ttl "+ttl.String())
+	if cfg.autoRenewSet {
+		if err := c.checkRenewInterval(cfg.autoRenew, ttl); err != nil {
+			return cfg, err
+		}
 	}
 	if cfg.waitSet && cfg.wait < 0 {
 		return cfg, invalid("WithWait duration", cfg.wait, "must not be negative")
+	}
+	if cfg.maxFailuresSet && cfg.maxFailures < 0 {
+		return cfg, invalid("WithMaxFailures count", cfg.maxFailures, "must not be negative")
 	}
 	if cfg.retry == nil {
 		return cfg, invalid("WithRetry strategy", nil, "must not be nil")
@@ -131,4 +202,22 @@ func resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquir
 		}
 	}
 	return cfg, nil
+}
+
+// checkTTL refuses a lease shorter than a millisecond or longer than MaxTTL.
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond || ttl > MaxTTL {
+		return invalid("ttl", ttl, "must be between 1ms and "+MaxTTL.String())
+	}
+	return nil
+}
+
+// checkRenewInterval refuses a renewal interval that would not renew the
+// lock before its local lease deadline (the ttl less the safety margin).
+func (c *Client) checkRenewInterval(interval, ttl time.Duration) error {
+	if local := c.localLease(ttl); interval <= 0 || interval >= local {
+		return invalid("WithAutoRenew interval", interval, fmt.Sprintf(
+			"must be positive and shorter than the local lease %v (the ttl %v less the safety margin)", local, ttl))
+	}
+	return nil
 }

@@ -9,20 +9,21 @@ import "sync"
 // goroutines of a process get the lock in the order they asked for it.
 type waitQueues struct {
 	mu    sync.Mutex
-	lines map[string][]*waiter
+	lines map[string][]*place
 }
 
-// waiter is a place in a line.
-type waiter struct {
-	turn chan struct{} // closed when the waiter reaches the head
+// place is a place in a line.
+type place struct {
+	turn chan struct{} // closed when the place reaches the head
 	// afterAcquire is set before turn is closed when the waiter before took
 	// the lock: the new head then waits for its release instead of trying.
 	afterAcquire bool
 	wake         chan struct{} // a release by this Client; buffered
+	turnTaken    bool          // the owner of the place has seen its turn come (its own field)
 }
 
 // isHead reports whether w's turn has come.
-func (w *waiter) isHead() bool {
+func (w *place) isHead() bool {
 	select {
 	case <-w.turn:
 		return true
@@ -39,12 +40,12 @@ func (q *waitQueues) waiting(key string) bool {
 }
 
 // join adds a waiter at the end of key's line.
-func (q *waitQueues) join(key string) *waiter {
-	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
+func (q *waitQueues) join(key string) *place {
+	w := &place{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lines == nil {
-		q.lines = make(map[string][]*waiter)
+		q.lines = make(map[string][]*place)
 	}
 	q.lines[key] = append(q.lines[key], w)
 	if len(q.lines[key]) == 1 {
@@ -55,7 +56,7 @@ func (q *waitQueues) join(key string) *waiter {
 
 // leave removes w from key's line; if w was the head, the next waiter's turn
 // begins. acquired says that w leaves holding the lock.
-func (q *waitQueues) leave(key string, w *waiter, acquired bool) {
+func (q *waitQueues) leave(key string, w *place, acquired bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	line := q.lines[key]

@@ -9,7 +9,9 @@ package redisbackend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -87,21 +89,24 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	if err := checkNames(req.Namespace, req.Key); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
+	if err := checkLease("ttl", req.TTL); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
 	k := keysFor(req.Namespace, req.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		var res fencelock.AcquireResult
-		vals, err := b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence},
+		vals, err := b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence, k.tombstone(req.Token)},
 			req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry)).Int64Slice()
 		if err != nil {
-			return res, err
+			return res, classify(err)
 		}
 		if len(vals) < 3 {
 			return res, fmt.Errorf("redisbackend: acquire script returned %v", vals)
 		}
 		res.Acquired, res.Fence, res.Holds = vals[0] == 1, vals[1], int(vals[2])
 		if !res.Acquired && len(vals) > 3 && vals[3] >= 0 {
-			// PTTL 0 means the lease ends within the millisecond: retry
-			// then, not after a whole backoff.
+			// 0 means the lease ends within the millisecond: retry then,
+			// not after a whole backoff.
 			res.HolderTTL = max(time.Duration(vals[3])*time.Millisecond, time.Millisecond)
 		}
 		return res, nil
@@ -110,12 +115,20 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 
 // Release implements fencelock.Backend.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	ref := req.LockRef
-	k := keysFor(ref.Namespace, ref.Key)
-	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
-		left, err := b.pipe.run(ctx, releaseScript, []string{k.lock}, ref.Token, k.channel).Int64()
-		if err != nil {
+	if err := checkNames(req.Namespace, req.Key); err != nil {
+		return fencelock.ReleaseResult{}, err
+	}
+	if req.Tombstone > 0 {
+		if err := checkLease("tombstone", req.Tombstone); err != nil {
 			return fencelock.ReleaseResult{}, err
+		}
+	}
+	k := keysFor(req.Namespace, req.Key)
+	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
+		left, err := b.pipe.run(ctx, releaseScript, []string{k.lock, k.tombstone(req.Token)},
+			req.Token, k.channel, ms(max(req.Tombstone, 0))).Int64()
+		if err != nil {
+			return fencelock.ReleaseResult{}, classify(err)
 		}
 		return fencelock.ReleaseResult{Held: left >= 0, Remaining: int(max(left, 0))}, nil
 	})
@@ -126,6 +139,9 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
 	calls := make([]call, len(reqs))
 	for i, r := range reqs {
+		if err := checkLease("ttl", r.TTL); err != nil {
+			return nil, err
+		}
 		k := keysFor(r.Namespace, r.Key)
 		calls[i] = call{keys: []string{k.lock}, args: []any{r.Token, ms(r.TTL)}}
 	}
@@ -133,7 +149,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		results := make([]fencelock.RenewResult, len(reqs))
 		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
 			n, err := cmd.Int64()
-			results[i] = fencelock.RenewResult{Held: err == nil && n == 1, Err: err}
+			results[i] = fencelock.RenewResult{Held: err == nil && n == 1, Err: classify(err)}
 		}
 		return results, nil
 	})
@@ -146,7 +162,7 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 		return b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).Int64()
 	})
 	if err != nil {
-		return 0, err
+		return 0, classify(err)
 	}
 	if pttl == -2 {
 		return 0, fencelock.ErrNotHeld
@@ -207,7 +223,34 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 }
 
 // ms converts a lease to whole milliseconds for PX, rounding up so that a
-// lease is never shorter than asked.
+// lease is never shorter than asked. d must be checked by checkLease (or be
+// zero): larger values would overflow.
 func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// checkLease refuses a duration that Redis cannot take as a lease: under a
+// millisecond, or over fencelock.MaxTTL (the millisecond arithmetic of the
+// scripts and of ms would overflow, and a negative PX deletes the key).
+func checkLease(name string, d time.Duration) error {
+	if d < time.Millisecond || d > fencelock.MaxTTL {
+		return &fencelock.InvalidArgumentError{Name: name, Value: d,
+			Reason: "must be between 1ms and " + fencelock.MaxTTL.String()}
+	}
+	return nil
+}
+
+// classify marks errors of requests that were certainly not sent (no
+// connection could be had) with fencelock.ErrNotSent, so that the Client
+// knows no clean-up is needed.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var opErr *net.OpError
+	if (errors.As(err, &opErr) && opErr.Op == "dial") ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("%w: %w", fencelock.ErrNotSent, err)
+	}
+	return err
 }

@@ -116,7 +116,7 @@ func (c *coalescer) exec(batch []*pendingCall) {
 	}
 	pipe = c.rdb.Pipeline()
 	for _, p := range missing {
-		p.cmd = p.s.Eval(ctx, pipe, p.keys, p.args...)
+		p.cmd = send(ctx, pipe, p.s.cmd(ctx, false, p.keys, p.args))
 	}
 	_, _ = pipe.Exec(ctx)
 }

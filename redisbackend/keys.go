@@ -9,13 +9,18 @@ import (
 // Key layout. For a lock named KEY in namespace NS (fencelock.WithNamespace,
 // default "lock"):
 //
-//	NS:{KEY}:lock      hash, with the lease as its expiry (PX):
-//	                     owner  the holder (WithOwner, or the owner token)
-//	                     fence  the holder's fencing token
-//	                     holds  the hold count (re-entry adds one)
-//	                     t:TOK  one field per hold, named by its owner token
-//	NS:{KEY}:fence     string, no expiry: the last fencing token minted
-//	NS:{KEY}:released  pub/sub channel: a message when the lock is freed
+//	NS:{KEY}:lock           hash, expiring with its longest lease (PX):
+//	                          owner  the holder (WithOwner, or the owner token)
+//	                          fence  the holder's fencing token
+//	                          t:TOK  one field per hold, named by its owner
+//	                                 token: the server time (Unix ms) at which
+//	                                 the hold's lease ends
+//	NS:{KEY}:fence          string, no expiry unless WithFenceCounterExpiry:
+//	                        the last fencing token minted
+//	NS:{KEY}:tombstone:TOK  string, expiring: acquires with token TOK are
+//	                        refused (its client gave up an acquire whose
+//	                        reply was lost; a late copy must not take the lock)
+//	NS:{KEY}:released       pub/sub channel: a message when the lock is freed
 //
 // The braces are a Redis Cluster hash tag: the lock's keys live in one slot,
 // so each script touches one node. With an empty namespace the keys start at
@@ -43,7 +48,7 @@ func checkNames(namespace, key string) error {
 
 // lockKeys are the names one lock uses.
 type lockKeys struct {
-	lock, fence, channel string
+	base, lock, fence, channel string
 }
 
 func keysFor(namespace, key string) lockKeys {
@@ -52,8 +57,14 @@ func keysFor(namespace, key string) lockKeys {
 		base = namespace + ":" + base
 	}
 	return lockKeys{
+		base:    base,
 		lock:    base + ":lock",
 		fence:   base + ":fence",
 		channel: base + ":released",
 	}
+}
+
+// tombstone is the name of the tombstone of token.
+func (k lockKeys) tombstone(token string) string {
+	return k.base + ":tombstone:" + token
 }

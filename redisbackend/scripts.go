@@ -2,6 +2,8 @@ package redisbackend
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -9,117 +11,225 @@ import (
 
 // Every script gets the keys it touches in KEYS (all in one hash slot) and
 // takes one round trip. Field names are described in keys.go.
+//
+// Each hold has a lease of its own: its field t:TOKEN holds the server time
+// (ms) at which it ends, and the lock key expires with the latest of them.
+// Every script first drops the holds whose lease has ended (prune), so a
+// lapsed re-entrant hold never keeps the lock alive.
+
+// prelude is shared by the scripts that need the time or the live holds.
+const prelude = `
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- prune drops the holds of lock whose lease ended by now (ms) and returns
+-- the number of live holds and the latest end among them.
+local function prune(lock, now)
+  local live, latest = 0, 0
+  local fields = redis.call('HGETALL', lock)
+  for i = 1, #fields, 2 do
+    local f = fields[i]
+    if string.sub(f, 1, 2) == 't:' then
+      local ends = tonumber(fields[i + 1])
+      if ends <= now then
+        redis.call('HDEL', lock, f)
+      else
+        live = live + 1
+        if ends > latest then latest = ends end
+      end
+    end
+  end
+  return live, latest
+end
+`
 
 // acquireScript takes a free lock, re-enters a lock held by the same owner,
-// or reports the holder's remaining lease.
+// or reports the holder's remaining lease. A token with a tombstone (its
+// client gave the acquire up) is refused.
 //
-//	KEYS: lock, fence counter    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none)
-//	returns {1, fence, holds} when held, {0, 0, 0, holder pttl} when not.
+//	KEYS: lock, fence counter, tombstone    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none)
+//	returns {1, fence, holds} when held, {0, 0, 0, holder's remaining lease (ms), or -1} when not.
 //
 // The fencing token is minted in the same step as the acquire: one more than
 // the last one, but at least the server's clock in microseconds, so tokens
 // keep growing after a restart that lost the counter (no persistence), as
 // long as the server's clock does not step back.
-var acquireScript = newScript(`
-local lock, counter = KEYS[1], KEYS[2]
+var acquireScript = newScript(prelude + `
+local lock, counter, tombstone = KEYS[1], KEYS[2], KEYS[3]
 local owner, hold, ttl, counterTTL = ARGV[1], 't:' .. ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
+local nowUs = now_us()
+local now = math.floor(nowUs / 1000)
 local holder = redis.call('HGET', lock, 'owner')
+local live, latest = 0, 0
+if holder then
+  live, latest = prune(lock, now)
+  if live == 0 then
+    redis.call('DEL', lock)
+    holder = false
+  end
+end
+
+if redis.call('EXISTS', tombstone) == 1 then
+  -- A late copy of an acquire that its client gave up and released.
+  if holder then return {0, 0, 0, latest - now} end
+  return {0, 0, 0, -1}
+end
+
 if not holder then
-  local now = redis.call('TIME')
-  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local fence = redis.call('INCR', counter)
-  if fence < floor then
-    fence = floor
+  if fence < nowUs then
+    fence = nowUs
     redis.call('SET', counter, string.format('%d', fence))
   end
   if counterTTL > 0 then
     redis.call('PEXPIRE', counter, counterTTL)
   end
-  redis.call('HSET', lock, 'owner', owner, 'fence', string.format('%d', fence), 'holds', '1', hold, '1')
+  redis.call('HSET', lock, 'owner', owner, 'fence', string.format('%d', fence), hold, string.format('%d', now + ttl))
   redis.call('PEXPIRE', lock, ttl)
   return {1, fence, 1}
 end
 
 if holder == owner then
   local fence = tonumber(redis.call('HGET', lock, 'fence'))
-  local holds
-  if redis.call('HEXISTS', lock, hold) == 1 then
-    -- A retry of an acquire that succeeded but whose reply was lost.
-    holds = tonumber(redis.call('HGET', lock, 'holds'))
-  else
-    holds = redis.call('HINCRBY', lock, 'holds', 1)
-    redis.call('HSET', lock, hold, '1')
+  -- A token that already has a live hold is a retry of an acquire whose
+  -- reply was lost: its lease starts again, and no hold is added.
+  if redis.call('HSET', lock, hold, string.format('%d', now + ttl)) == 1 then
+    live = live + 1
   end
-  -- Never shorten the lease of the other holds.
-  if redis.call('PTTL', lock) < ttl then
+  if now + ttl > latest then
     redis.call('PEXPIRE', lock, ttl)
   end
-  return {1, fence, holds}
+  return {1, fence, live}
 end
 
-return {0, 0, 0, redis.call('PTTL', lock)}
+return {0, 0, 0, latest - now}
 `)
 
-// releaseScript drops one hold, if the lock has it; the last hold deletes
-// the lock and wakes waiters.
+// releaseScript drops one hold, if the lock has it and its lease is running;
+// the last hold deletes the lock and wakes waiters. With a tombstone time, it
+// first records that acquires with this token must be refused.
 //
-//	KEYS: lock    ARGV: token, channel
-//	returns the holds left, or -1 when the lock did not have this hold.
-var releaseScript = newScript(`
-local lock, hold = KEYS[1], 't:' .. ARGV[1]
-if redis.call('HDEL', lock, hold) == 0 then
+//	KEYS: lock, tombstone    ARGV: token, channel, tombstone (ms, 0: none)
+//	returns the live holds left, or -1 when the lock did not have this hold.
+var releaseScript = newScript(prelude + `
+local lock, tombstone = KEYS[1], KEYS[2]
+local hold, channel, tombstoneMs = 't:' .. ARGV[1], ARGV[2], tonumber(ARGV[3])
+if tombstoneMs > 0 then
+  redis.call('SET', tombstone, '1', 'PX', tombstoneMs)
+end
+local ends = redis.call('HGET', lock, hold)
+if not ends then
   return -1
 end
-local holds = redis.call('HINCRBY', lock, 'holds', -1)
-if holds <= 0 then
+local now = math.floor(now_us() / 1000)
+redis.call('HDEL', lock, hold)
+local live, latest = prune(lock, now)
+if live == 0 then
   redis.call('DEL', lock)
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return 0
+  redis.call('PUBLISH', channel, 'released')
+else
+  redis.call('PEXPIRE', lock, latest - now)
 end
-return holds
+if tonumber(ends) <= now then
+  return -1
+end
+return live
 `)
 
-// renewScript sets the lease of a lock that still has the hold; it never
-// re-creates a lapsed lock. With several holds it only lengthens the lease.
+// renewScript sets the lease of a hold that is still running to ttl from
+// now; it never re-creates a lapsed hold. The lock key lives as long as its
+// longest hold.
 //
 //	KEYS: lock    ARGV: token, ttl (ms)
 //	returns 1 when renewed, 0 when the lock does not have this hold.
-var renewScript = newScript(`
+var renewScript = newScript(prelude + `
 local lock, hold, ttl = KEYS[1], 't:' .. ARGV[1], tonumber(ARGV[2])
-if redis.call('HEXISTS', lock, hold) == 0 then
+local ends = redis.call('HGET', lock, hold)
+if not ends then
   return 0
 end
-if tonumber(redis.call('HGET', lock, 'holds')) > 1 and redis.call('PTTL', lock) >= ttl then
-  return 1
+local now = math.floor(now_us() / 1000)
+if tonumber(ends) <= now then
+  return 0
 end
-redis.call('PEXPIRE', lock, ttl)
+redis.call('HSET', lock, hold, string.format('%d', now + ttl))
+local live, latest = prune(lock, now)
+redis.call('PEXPIRE', lock, latest - now)
 return 1
 `)
 
-// ttlScript returns the remaining lease in ms, or -2 when the lock does not
-// have this hold.
+// ttlScript returns the remaining lease of a hold in ms, or -2 when the
+// lock does not have this hold or its lease has ended.
 //
 //	KEYS: lock    ARGV: token
-var ttlScript = newScript(`
-if redis.call('HEXISTS', KEYS[1], 't:' .. ARGV[1]) == 0 then
+var ttlScript = newScript(prelude + `
+local ends = redis.call('HGET', KEYS[1], 't:' .. ARGV[1])
+if not ends then
   return -2
 end
-return redis.call('PTTL', KEYS[1])
+local left = tonumber(ends) - math.floor(now_us() / 1000)
+if left <= 0 then
+  return -2
+end
+return left
 `)
 
 // script is a Lua script run with EVALSHA, falling back to EVAL when the
-// server's script cache has lost it (restart, failover, SCRIPT FLUSH).
+// server's script cache has lost it (restart, failover, SCRIPT FLUSH). A
+// NOSCRIPT reply means the script did not run, so the fallback is safe.
 type script struct {
-	*redis.Script
-	id int // index into scriptCache
+	src, sha string
+	id       int // index into scriptCache
 }
 
 var scriptCount int
 
 func newScript(src string) script {
 	scriptCount++
-	return script{redis.NewScript(src), scriptCount - 1}
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:]), id: scriptCount - 1}
+}
+
+// cmd makes the command that runs s with EVALSHA (sha) or EVAL.
+func (s script) cmd(ctx context.Context, sha bool, keys []string, args []any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	if sha {
+		cmdArgs = append(cmdArgs, "evalsha", s.sha)
+	} else {
+		cmdArgs = append(cmdArgs, "eval", s.src)
+	}
+	cmdArgs = append(cmdArgs, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	cmd.SetFirstKeyPos(3) // for Cluster routing
+	return cmd
+}
+
+// noRetry keeps go-redis from sending a lock script again after a network
+// error (it retries by default, on a new connection). A copy sent after the
+// caller gave up could take or extend a lock that nobody holds any more;
+// the Client retries on its own terms instead. go-redis still follows
+// MOVED, ASK and READONLY replies, which mean the script did not run.
+type noRetry struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (noRetry) NoRetry() bool { return true }
+
+// processor is a redis.UniversalClient or a redis.Pipeliner.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// send queues or runs cmd on p, without retries, and returns it.
+func send(ctx context.Context, p processor, cmd *redis.Cmd) *redis.Cmd {
+	_ = p.Process(ctx, noRetry{cmd}) // the error is in cmd
+	return cmd
 }
 
 // scriptCache remembers, per Backend, which scripts it has sent with EVAL, so
@@ -130,17 +240,17 @@ type scriptCache struct {
 }
 
 // run runs s in one round trip (two after the server's cache was lost).
-func (c *scriptCache) run(ctx context.Context, rdb redis.Scripter, s script, keys []string, args ...any) *redis.Cmd {
+func (c *scriptCache) run(ctx context.Context, rdb redis.UniversalClient, s script, keys []string, args ...any) *redis.Cmd {
 	if !c.sent[s.id].Load() {
-		cmd := s.Eval(ctx, rdb, keys, args...)
+		cmd := send(ctx, rdb, s.cmd(ctx, false, keys, args))
 		if cmd.Err() == nil {
 			c.sent[s.id].Store(true)
 		}
 		return cmd
 	}
-	cmd := s.EvalSha(ctx, rdb, keys, args...)
+	cmd := send(ctx, rdb, s.cmd(ctx, true, keys, args))
 	if isNoScript(cmd.Err()) {
-		cmd = s.Eval(ctx, rdb, keys, args...)
+		cmd = send(ctx, rdb, s.cmd(ctx, false, keys, args))
 	}
 	return cmd
 }
@@ -148,11 +258,9 @@ func (c *scriptCache) run(ctx context.Context, rdb redis.Scripter, s script, key
 // queue adds s to pipe: EVALSHA, or EVAL while this Backend has not sent
 // the script yet. The caller retries NOSCRIPT replies with EVAL.
 func (c *scriptCache) queue(ctx context.Context, pipe redis.Pipeliner, s script, keys []string, args ...any) *redis.Cmd {
-	if !c.sent[s.id].Load() {
-		c.sent[s.id].Store(true) // optimistic: a failed EVAL leaves NOSCRIPT to the fallback
-		return s.Eval(ctx, pipe, keys, args...)
-	}
-	return s.EvalSha(ctx, pipe, keys, args...)
+	sha := c.sent[s.id].Load()
+	c.sent[s.id].Store(true) // optimistic: a failed EVAL leaves NOSCRIPT to the fallback
+	return send(ctx, pipe, s.cmd(ctx, sha, keys, args))
 }
 
 // call is one script invocation in a pipelined batch.
@@ -183,7 +291,7 @@ func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, s
 	}
 	pipe = rdb.Pipeline()
 	for _, i := range missing {
-		cmds[i] = s.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+		cmds[i] = send(ctx, pipe, s.cmd(ctx, false, calls[i].keys, calls[i].args))
 	}
 	_, _ = pipe.Exec(ctx)
 	return cmds

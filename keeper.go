@@ -12,12 +12,20 @@ import (
 // they come due, several at once in one batch (one round trip), and declares
 // a lock lost when its local lease deadline passes without a successful
 // renewal (the server is unreachable or paused, or the lock never renewed).
+//
+// It takes leaseKeeper.mu, then a Lock's mu (see lease.go for the lock order).
 type leaseKeeper struct {
 	c *Client
 
+	// ctx bounds the renewal requests; it is cancelled by stop, which Close
+	// calls only after it has released the locks, so that no lock lapses
+	// because the Client is closing.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu        sync.Mutex
 	locks     map[*Lock]struct{}
-	accepting bool      // false once Close has begun
+	accepting bool      // false once Close has begun releasing
 	wakeAt    time.Time // when the loop will look again, unless woken
 
 	wake chan struct{} // buffered: a pending "look again"
@@ -36,12 +44,14 @@ func newLeaseKeeper(c *Client) *leaseKeeper {
 		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 	}
+	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.wg.Add(1)
 	go k.loop()
 	return k
 }
 
-// add starts watching l. It fails with ErrClosed once Close has begun.
+// add starts watching l. It fails with ErrClosed once Close has begun
+// releasing the Client's locks.
 func (k *leaseKeeper) add(l *Lock) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -49,7 +59,10 @@ func (k *leaseKeeper) add(l *Lock) error {
 		return ErrClosed
 	}
 	k.locks[l] = struct{}{}
-	if l.nextEvent().Before(k.wakeAt) {
+	l.mu.Lock()
+	next := l.nextEventLocked()
+	l.mu.Unlock()
+	if next.Before(k.wakeAt) {
 		k.poke()
 	}
 	return nil
@@ -65,14 +78,14 @@ func (k *leaseKeeper) remove(l *Lock) {
 // reschedule makes the loop look again if l's next event is earlier than
 // the loop's planned wake-up (after Refresh changed l's lease).
 func (k *leaseKeeper) reschedule(l *Lock) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	l.mu.Lock()
 	next := l.nextEventLocked()
 	l.mu.Unlock()
-	k.mu.Lock()
 	if next.Before(k.wakeAt) {
 		k.poke()
 	}
-	k.mu.Unlock()
 }
 
 // stopAccepting refuses new locks and returns those held now.
@@ -87,10 +100,10 @@ func (k *leaseKeeper) stopAccepting() []*Lock {
 	return held
 }
 
-// stop ends the loop and waits for it and for renewals in flight (which
-// Close has already cancelled).
+// stop ends the loop, cancels the renewals in flight and waits for both.
 func (k *leaseKeeper) stop() {
 	close(k.quit)
+	k.cancel()
 	k.wg.Wait()
 }
 
@@ -129,11 +142,11 @@ func (k *leaseKeeper) tick(now time.Time) time.Time {
 		switch {
 		case l.err != nil || l.releasing:
 			delete(k.locks, l)
-		case !now.Before(l.deadline):
+		case l.expiredLocked(now):
 			delete(k.locks, l)
 			expired = append(expired, l)
 		case l.renewalDue(now) && len(due) < maxRenewBatch:
-			l.renewing = make(chan struct{})
+			l.beginRenewalLocked()
 			due = append(due, l)
 			next = earliest(next, l.deadline)
 		default:
@@ -152,26 +165,28 @@ func (k *leaseKeeper) tick(now time.Time) time.Time {
 	k.mu.Unlock()
 
 	for _, l := range expired {
-		l.lose("the lease deadline passed without a successful renewal")
+		l.expire()
 	}
 	return next
 }
 
-// renew sends one renewal batch and applies the results.
+// renew sends one renewal batch and applies the results. The request is
+// bounded by half the shortest renewal interval of the batch, so that a
+// server that does not answer leaves time for a retry before the deadline.
 func (k *leaseKeeper) renew(due []*Lock) {
 	defer k.wg.Done()
 	sent := now()
 	reqs := make([]RenewRequest, len(due))
 	latest := sent
+	timeout := MaxTTL
 	for i, l := range due {
 		l.mu.Lock()
 		reqs[i] = RenewRequest{LockRef: l.ref, TTL: l.ttl}
 		latest = latestOf(latest, l.deadline)
+		timeout = min(timeout, renewTimeout(l.autoRenew))
 		l.mu.Unlock()
 	}
-	// No renewal is useful after the last deadline of the batch; Close
-	// cancels the batch at once.
-	ctx, cancel := context.WithDeadline(k.c.closeCtx, latest)
+	ctx, cancel := context.WithDeadline(k.ctx, earliest(latest, sent.Add(timeout)))
 	results, err := k.c.backend.Renew(ctx, reqs)
 	cancel()
 	if err == nil && len(results) != len(reqs) {
@@ -185,78 +200,4 @@ func (k *leaseKeeper) renew(due []*Lock) {
 		l.finishRenewal(sent, reqs[i].TTL, res)
 	}
 	k.poke()
-}
-
-// renewalDue reports whether l should go in the renewal batch that starts
-// now. The loop wakes when the first lock is due; locks due within a fifth of
-// their interval after that go along, a little early, so that locks due at
-// about the same time share a round trip. l.mu must be held.
-func (l *Lock) renewalDue(now time.Time) bool {
-	return l.autoRenew > 0 && l.renewing == nil && !now.Before(l.nextRenew.Add(-l.autoRenew/5))
-}
-
-// nextEvent returns when the lease keeper must next look at l.
-func (l *Lock) nextEvent() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.nextEventLocked()
-}
-
-func (l *Lock) nextEventLocked() time.Time {
-	if l.autoRenew > 0 && l.renewing == nil {
-		return earliest(l.deadline, l.nextRenew)
-	}
-	return l.deadline
-}
-
-// finishRenewal applies the result of a renewal (automatic or Refresh) sent
-// at sent with ttl, and ends its turn. Renewals of one lock take turns, so
-// this is the last one the server applied, and it sets the local deadline
-// (leaseEnd of sent and ttl) on success. On an error the server may or may not have applied
-// it, so the deadline becomes the earlier of the two possible leases.
-func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
-	l.mu.Lock()
-	close(l.renewing)
-	l.renewing = nil
-	if l.err != nil || l.releasing {
-		l.mu.Unlock()
-		return
-	}
-	switch {
-	case res.Err != nil:
-		l.deadline = earliest(l.deadline, leaseEnd(sent, ttl))
-		l.nextRenew = time.Now().Add(renewRetryDelay(l.autoRenew))
-		deadline := l.deadline
-		l.mu.Unlock()
-		l.client.log.Warn("fencelock: renewal failed; retrying until the lease deadline",
-			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token),
-			"deadline_in", time.Until(deadline).Round(time.Millisecond), "error", res.Err)
-	case !res.Held:
-		l.mu.Unlock()
-		l.lose("renewal found the lock gone (expired, deleted or taken over)")
-	default:
-		l.deadline = leaseEnd(sent, ttl)
-		l.nextRenew = sent.Add(l.autoRenew)
-		l.mu.Unlock()
-	}
-}
-
-// renewRetryDelay is the pause before retrying a renewal that failed with an
-// error: a quarter of the interval, so that several retries fit in the lease.
-func renewRetryDelay(interval time.Duration) time.Duration {
-	return min(max(interval/4, 5*time.Millisecond), time.Second)
-}
-
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func latestOf(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -1,0 +1,123 @@
+package fencelock
+
+import "time"
+
+// The lease of a held Lock, as this process sees it.
+//
+// A lease of ttl granted or renewed by a request sent at time S ends on the
+// server no earlier than S+ttl: the server counts it from when it handles
+// the request, which is later. The Client counts the lock as held until the
+// local deadline S+ttl−margin, on the monotonic clock, where the margin (a
+// fraction of the ttl, WithSafetyMargin) leaves time for the loss signal to
+// reach the holder before the server's lease can end.
+//
+// Lock order. A Lock's lease fields (ttl, deadline, nextRenew, renewing) and
+// its end state (releasing, err, done, onEnd) are guarded by Lock.mu. The
+// lease keeper guards its set of locks with leaseKeeper.mu and takes a
+// Lock.mu while holding it; nothing else may nest them. Code holding a
+// Lock.mu never calls into the keeper, the backend or a callback.
+
+// localLease is how long after sending the request that granted or renewed
+// a lease of ttl the lock still counts as held here: ttl less the margin.
+func (c *Client) localLease(ttl time.Duration) time.Duration {
+	return ttl - time.Duration(float64(ttl)*c.cfg.safetyMargin)
+}
+
+// leaseEnd is the local deadline of a lease of ttl granted by a request
+// sent at sent.
+func (c *Client) leaseEnd(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(c.localLease(ttl))
+}
+
+// beginRenewalLocked takes the lock's renewal turn for a request of ttl.
+// Renewals of one lock take turns (the lease keeper's and Refresh's), so that
+// the last one to finish is the last one the server applied and may set the
+// local deadline. l.mu must be held, and the turn free (l.renewing nil).
+func (l *Lock) beginRenewalLocked() {
+	l.renewing = make(chan struct{})
+}
+
+// finishRenewal applies the result of a renewal sent at sent with ttl, and
+// ends the renewal turn.
+//   - Success: the server's lease now ends no earlier than sent+ttl.
+//   - The server no longer has the hold: the lock is lost.
+//   - An error: the server may or may not have applied it, so the local
+//     deadline becomes the earlier of the two leases it may have; the keeper
+//     retries soon.
+func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
+	c := l.client
+	l.mu.Lock()
+	close(l.renewing)
+	l.renewing = nil
+	if l.err != nil || l.releasing {
+		l.mu.Unlock()
+		return
+	}
+	switch {
+	case res.Err != nil:
+		l.deadline = earliest(l.deadline, c.leaseEnd(sent, ttl))
+		l.nextRenew = time.Now().Add(renewRetryDelay(l.autoRenew))
+		deadline := l.deadline
+		l.mu.Unlock()
+		c.log.Warn("fencelock: renewal failed; retrying until the lease deadline",
+			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token),
+			"deadline_in", time.Until(deadline).Round(time.Millisecond), "error", res.Err)
+	case !res.Held:
+		l.mu.Unlock()
+		l.lose("renewal found the lock gone (expired, deleted or taken over)", false)
+	default:
+		l.deadline = c.leaseEnd(sent, ttl)
+		l.nextRenew = sent.Add(l.autoRenew)
+		l.mu.Unlock()
+	}
+}
+
+// renewTimeout bounds one automatic renewal request: half the interval, so
+// that a request the server never answers leaves time to retry before the
+// lease deadline.
+func renewTimeout(interval time.Duration) time.Duration {
+	return max(interval/2, time.Millisecond)
+}
+
+// renewRetryDelay is the pause before retrying a renewal that failed with an
+// error: a quarter of the interval, so that several retries fit in the lease.
+func renewRetryDelay(interval time.Duration) time.Duration {
+	return min(max(interval/4, 5*time.Millisecond), time.Second)
+}
+
+// renewalDue reports whether l should go in the renewal batch that starts
+// now. The keeper wakes when the first lock is due; locks due within a fifth
+// of their interval after that go along, a little early, so that locks due at
+// about the same time share a round trip. l.mu must be held.
+func (l *Lock) renewalDue(now time.Time) bool {
+	return l.autoRenew > 0 && l.renewing == nil && !now.Before(l.nextRenew.Add(-l.autoRenew/5))
+}
+
+// nextEventLocked returns when the keeper must next look at l: its next
+// renewal or its deadline. l.mu must be held.
+func (l *Lock) nextEventLocked() time.Time {
+	if l.autoRenew > 0 && l.renewing == nil {
+		return earliest(l.deadline, l.nextRenew)
+	}
+	return l.deadline
+}
+
+// expiredLocked reports whether l counts as held by its state but its local
+// deadline has passed. l.mu must be held.
+func (l *Lock) expiredLocked(now time.Time) bool {
+	return l.err == nil && !l.releasing && !now.Before(l.deadline)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func latestOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,306 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// minRetryDelay is the shortest fallback timer between attempts.
+const minRetryDelay = time.Millisecond
+
+// errWaitElapsed is the cancel cause of a wait that WithWait ended.
+var errWaitElapsed = errors.New("fencelock: wait elapsed")
+
+// A waiter is one Acquire (or TryAcquire) call: it makes an attempt whenever
+// the lock may have become free, and sleeps in between. It wakes on
+//   - a release notification from the backend (watch),
+//   - a release by another goroutine of this Client (its place in the
+//     Client's line for the key, queue.go),
+//   - the fallback timer: the retry strategy's backoff, cut short at the
+//     holder's remaining lease,
+//   - the end of the wait: the caller's context, WithWait, Close, or too
+//     many consecutive failures.
+//
+// All attempts use one token, so an attempt whose reply was lost is
+// completed by the next one instead of leaving a hold behind.
+type waiter struct {
+	c      *Client
+	req    AcquireRequest
+	cfg    acquireConfig
+	parent context.Context // the caller's context
+	ctx    context.Context // parent, bounded by WithWait and Close
+	start  time.Time
+
+	place *place // this call's place in the Client's line for the key; nil until it lines up
+	watch *Watch // release notifications; nil until contended, or without a notifier
+	timer *time.Timer
+
+	attempts    int           // attempts sent
+	rounds      int           // fallback timer rounds, for the backoff
+	failures    int           // consecutive failed attempts
+	maxFailures int           // failures that end the wait; 0: no limit
+	holderTTL   time.Duration // the holder's remaining lease at the last answer
+	lastErr     error         // the last backend error
+	contended   bool          // the last attempt that finished found the lock held
+	ambiguous   bool          // an attempt may have left a hold on the server
+	watchFailed bool          // the notifier refused: poll
+}
+
+// acquireWaiting runs a waiter until it holds the lock or gives up.
+func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg acquireConfig) (lk *Lock, err error) {
+	w, stop := c.newWaiter(parent, req, cfg)
+	defer func() { stop(lk != nil) }()
+
+	if w.linesUp() && c.queues.waiting(req.Key) {
+		w.place = c.queues.join(req.Key) // goroutines already waiting go first
+	}
+	for {
+		heldByPredecessor, ok := w.awaitTurn()
+		if !ok {
+			break
+		}
+		if !heldByPredecessor {
+			lk, err := w.attempt()
+			if lk != nil || err != nil {
+				return lk, err
+			}
+			if w.over() {
+				break
+			}
+			if w.place == nil {
+				w.place = c.queues.join(req.Key)
+				if w.place.turnTaken = w.place.isHead(); !w.place.turnTaken {
+					continue // wait for our turn, then attempt
+				}
+			}
+			// A release between the attempt and the subscription would
+			// go unnoticed: attempt once more after subscribing.
+			if w.subscribe() {
+				continue
+			}
+		} else {
+			w.subscribe()
+			drain(w.releases()) // releases before our predecessor's hold
+		}
+		if !w.sleep() {
+			break
+		}
+	}
+	return nil, w.giveUp()
+}
+
+// newWaiter bounds the wait by parent, WithWait and Close. stop releases
+// what the waiter holds; acquired says it leaves with the lock.
+func (c *Client) newWaiter(parent context.Context, req AcquireRequest, cfg acquireConfig) (*waiter, func(acquired bool)) {
+	w := &waiter{c: c, req: req, cfg: cfg, parent: parent, start: time.Now()}
+	ctx, cancel := context.WithCancelCause(parent)
+	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
+	w.ctx = ctx
+	var cancelWait context.CancelFunc = func() {}
+	if cfg.waitSet && cfg.wait > 0 {
+		w.ctx, cancelWait = context.WithTimeoutCause(ctx, cfg.wait, errWaitElapsed)
+	}
+	w.maxFailures = cfg.maxFailures
+	if !cfg.maxFailuresSet && !w.hasDeadline() {
+		w.maxFailures = DefaultMaxFailures
+	}
+	return w, func(acquired bool) {
+		if w.watch != nil {
+			w.watch.Stop()
+		}
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		if w.place != nil {
+			c.queues.leave(req.Key, w.place, acquired)
+		}
+		cancelWait()
+		stopOnClose()
+		cancel(nil)
+	}
+}
+
+// singleAttempt reports whether the call makes one attempt only
+// (TryAcquire, WithWait(0)).
+func (w *waiter) singleAttempt() bool { return w.cfg.waitSet && w.cfg.wait == 0 }
+
+// hasDeadline reports whether something other than failures bounds the wait.
+func (w *waiter) hasDeadline() bool {
+	_, ok := w.parent.Deadline()
+	return ok || w.cfg.waitSet
+}
+
+// linesUp reports whether the call waits in the Client's line for its key. A
+// re-entrant owner never waits behind others (it may hold the lock), and a
+// single attempt does not wait at all.
+func (w *waiter) linesUp() bool {
+	_, reentrant := OwnerFromContext(w.parent)
+	return !reentrant && !w.singleAttempt()
+}
+
+// awaitTurn waits until the call is at the head of its line (at once when it
+// is not in one). heldByPredecessor reports that the goroutine before it
+// took the lock: then there is nothing to try until that one releases
+// (which wakes this one through its place) or its lease ends. ok is false
+// when the wait ended.
+func (w *waiter) awaitTurn() (heldByPredecessor, ok bool) {
+	if w.place == nil || w.place.turnTaken {
+		return false, true
+	}
+	select {
+	case <-w.place.turn:
+	case <-w.ctx.Done():
+		return false, false
+	}
+	w.place.turnTaken = true
+	return w.place.afterAcquire, true
+}
+
+// attempt makes one attempt. It returns the lock when acquired, an error
+// that ends the call at once (invalid arguments), or neither.
+func (w *waiter) attempt() (*Lock, error) {
+	// This attempt covers every release notified so far.
+	drain(w.releases())
+	if w.place != nil {
+		drain(w.place.wake)
+	}
+	if w.ctx.Err() != nil {
+		return nil, nil // ended before this attempt was sent: nothing to clean up
+	}
+	w.attempts++
+	lk, res, err := w.c.attempt(w.ctx, w.req, w.cfg, w.ambiguous)
+	switch {
+	case lk != nil:
+		return lk, nil
+	case errors.Is(err, ErrInvalidArgument):
+		return nil, lockError("acquire", w.req.Key, err) // the backend refused the names
+	case err != nil:
+		if !errors.Is(err, ErrNotSent) {
+			w.ambiguous = true
+		}
+		if w.ctx.Err() != nil {
+			return nil, nil // cut short by the end of the wait: not a failure of its own
+		}
+		w.failures++
+		w.lastErr = err
+		w.contended = false
+		w.holderTTL = 0
+	default:
+		w.failures = 0
+		w.contended = true
+		w.holderTTL = res.HolderTTL
+	}
+	return nil, nil
+}
+
+// over reports whether the last attempt ends the call.
+func (w *waiter) over() bool {
+	return w.ctx.Err() != nil || w.singleAttempt() ||
+		(w.maxFailures > 0 && w.failures >= w.maxFailures)
+}
+
+// subscribe starts watching for releases, the first time the lock is found
+// held. It reports whether it did so just now.
+func (w *waiter) subscribe() bool {
+	if w.watch != nil || w.watchFailed || w.c.notifier == nil {
+		return false
+	}
+	watch, err := w.c.notifier.WatchReleases(w.ctx, w.req.Namespace, w.req.Key)
+	if err != nil {
+		w.watchFailed = true
+		w.c.log.Debug("fencelock: release notifications unavailable; polling", "key", w.req.Key, "error", err)
+		return false
+	}
+	w.watch = watch
+	return true
+}
+
+// releases is the channel of release notifications, or nil (never ready)
+// without a watch.
+func (w *waiter) releases() <-chan struct{} {
+	if w.watch == nil {
+		return nil
+	}
+	return w.watch.C
+}
+
+// sleep waits for a wake-up: a release, the fallback timer, or the end of
+// the wait. It reports whether the wait goes on.
+func (w *waiter) sleep() bool {
+	w.rounds++
+	// At least a millisecond: a strategy returning zero or less must not
+	// turn waiting into a busy loop.
+	delay := max(w.cfg.retry.Backoff(w.rounds), minRetryDelay)
+	if w.holderTTL > 0 && w.holderTTL < delay {
+		delay = w.holderTTL
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(delay)
+	} else {
+		w.timer.Reset(delay)
+	}
+	var ownReleases <-chan struct{}
+	if w.place != nil {
+		ownReleases = w.place.wake
+	}
+	select {
+	case <-w.ctx.Done():
+	case <-w.timer.C:
+	case <-w.releases():
+	case <-ownReleases:
+	}
+	return w.ctx.Err() == nil
+}
+
+// giveUp cleans up after the attempts and says why the call failed: the
+// lock was held by someone else (NotAcquiredError), or the backend could not
+// be reached (UnavailableError).
+func (w *waiter) giveUp() error {
+	if w.ambiguous {
+		// An attempt may have taken the lock although no reply said so:
+		// release it, and have the backend refuse a copy still on its way.
+		w.c.releaser.add(ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+	}
+	var cause error
+	switch {
+	case w.parent.Err() != nil:
+		cause = w.parent.Err()
+	case w.c.closed():
+		cause = ErrClosed
+	}
+	if cause == ErrClosed || w.contended || w.attempts == 0 {
+		return &NotAcquiredError{
+			Key:       w.req.Key,
+			Attempts:  w.attempts,
+			Waited:    time.Since(w.start),
+			HolderTTL: w.holderTTL,
+			Cause:     cause,
+			LastErr:   w.lastErr,
+		}
+	}
+	lastErr := w.lastErr
+	if lastErr == nil {
+		// The only attempts were cut short by the end of the wait.
+		lastErr = errors.New("no reply before the wait ended")
+		if errors.Is(context.Cause(w.ctx), errWaitElapsed) {
+			lastErr = errors.New("no reply within the wait of " + w.cfg.wait.String())
+		}
+	}
+	return &UnavailableError{
+		Op:       "acquire",
+		Key:      w.req.Key,
+		Attempts: w.attempts,
+		Waited:   time.Since(w.start),
+		Cause:    cause,
+		Err:      lastErr,
+	}
+}
+
+// drain empties a wake-up channel without blocking.
+func drain(c <-chan struct{}) {
+	select {
+	case <-c:
+	default:
+	}
+}

@@ -94,16 +94,19 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	actx, cancel := context.WithDeadlineCause(ctx, deadline, errReplyTooLate)
 	res, err := c.backend.Acquire(actx, req)
 	cancel()
+	tooLate := func() error {
+		return fmt.Errorf("%w (within %v: the ttl %v less the safety margin)", errReplyTooLate, c.localLease(req.TTL), req.TTL)
+	}
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errReplyTooLate):
-		return nil, AcquireResult{}, errReplyTooLate
+		return nil, AcquireResult{}, tooLate()
 	case err != nil:
 		return nil, res, err
 	case !res.Acquired:
 		return nil, res, nil
 	case !time.Now().Before(deadline):
 		// Granted, but the reply came too late to use the lease.
-		return nil, AcquireResult{}, errReplyTooLate
+		return nil, AcquireResult{}, tooLate()
 	case res.Fence <= 0:
 		return nil, AcquireResult{}, fmt.Errorf("backend returned fence %d, not positive", res.Fence)
 	}

@@ -32,15 +32,25 @@
 //     Do's context is cancelled with cause ErrLost, when renewal finds the
 //     lock gone or when the local lease deadline passes without a successful
 //     renewal. That deadline is measured on the monotonic clock from before
-//     the acquiring or renewing request was sent, less 0.1% of the ttl for
-//     clock-rate differences, so it ends before the server's lease. Held
-//     reports this local view.
+//     the acquiring or renewing request was sent, less a safety margin (10%
+//     of the ttl by default, WithSafetyMargin), so it ends before the
+//     server's lease can end. The margin is there for the goroutine that
+//     delivers the signal, which a busy process schedules late: a process
+//     starved of CPU for longer than the margin can still hear of the loss
+//     after another holder has the lock. Held and Err read the clock and are
+//     never late. An acquire whose reply arrives after that deadline is not
+//     handed out.
 //   - Every acquisition gets a fencing token (Fence) strictly greater than
 //     every earlier one for the key, minted in the same atomic step as the
 //     acquire. A resource that remembers the largest token it accepted and
 //     refuses lower ones, in one atomic step with the write, rejects the late
 //     write of a stalled holder. That check, not the lease, is what makes
 //     the protected data safe.
+//   - Requests whose replies were lost never take effect behind the
+//     holder's back: lock scripts are never re-sent by the Redis client,
+//     renewals never re-create a lapsed lock, and the clean-up of an acquire
+//     that gave up leaves a tombstone that refuses a late copy of it.
+//     Releases that cannot be confirmed are retried in the background.
 //
 // On Redis, replication is asynchronous: a failover can lose a lock that was
 // just acquired, and two holders can then coexist until the fence check
@@ -49,10 +59,18 @@
 //
 // # Errors
 //
-// Errors match sentinels with errors.Is: ErrNotAcquired (taken, or a wait
-// that gave up; the latter also matches ctx.Err() or ErrClosed), ErrNotHeld,
-// ErrLost, ErrReleased, ErrClosed, and ErrInvalidArgument for bad input,
-// whose message names the bad value.
+// Errors match sentinels with errors.Is: ErrNotAcquired (someone else holds
+// the lock; a wait that gave up also matches ctx.Err() or ErrClosed),
+// ErrUnavailable (the backend could not be reached or did not answer in
+// time: an outage, not contention), ErrNotHeld, ErrLost, ErrReleased,
+// ErrClosed, and ErrInvalidArgument for bad input, whose message names the
+// bad value.
+//
+// During an outage, every call is bounded: TryAcquire by its context and the
+// lease it asks for; Acquire and Do by their context and WithWait, or, with
+// no deadline at all, by DefaultMaxFailures consecutive failures
+// (WithMaxFailures); Release by a few seconds, after which it goes on in the
+// background.
 //
 // # Backends
 //

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/demo"
+	"github.com/fencelock/fencelock/internal/leakcheck"
 	"github.com/fencelock/fencelock/internal/servertest"
 )
 
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-worker" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/fencelock/fencelock/internal/leakcheck"
 	"github.com/fencelock/fencelock/internal/servertest"
 )
 
@@ -21,5 +22,5 @@ func TestMain(m *testing.M) {
 	if err := servertest.ClosePostgres(); err != nil && code == 0 {
 		code = 1
 	}
-	os.Exit(code)
+	os.Exit(leakcheck.Verify(code))
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencelock/fencelock/internal/leakcheck"
 	"github.com/fencelock/fencelock/internal/pgserver"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/redis/go-redis/v9"
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(WorkerEnv) != "" {
 		os.Exit(WorkerMain())
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 // runDemo runs one scenario with small counts against real worker processes

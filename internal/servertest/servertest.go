@@ -9,6 +9,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/fencelock/fencelock/internal/leakcheck"
 	"github.com/fencelock/fencelock/internal/redisserver"
 )
 
@@ -59,7 +60,9 @@ func Redis(t testing.TB, args ...string) *redisserver.Server {
 // Main is for a package's TestMain when its tests and examples need
 // redis-server: it starts one shared server, passes its address to use
 // (examples cannot start servers of their own), runs the tests, stops the
-// shared servers (this one and the shared PostgreSQL) and exits. Without
+// shared servers (this one and the shared PostgreSQL), checks that the
+// tests left no goroutine running (see leakcheck.Verify: a go-redis client
+// a test forgot to close fails the package) and exits. Without
 // redis-server the whole package is skipped, or fails when RequireServers.
 func Main(m *testing.M, use func(redisAddr string)) {
 	srv, err := redisserver.Start(redisserver.Options{})
@@ -77,5 +80,5 @@ func Main(m *testing.M, use func(redisAddr string)) {
 	code := m.Run()
 	srv.Close()
 	ClosePostgres()
-	os.Exit(code)
+	os.Exit(leakcheck.Verify(code))
 }

@@ -90,15 +90,16 @@ func TestHugeTTLIsRefusedOrWorks(t *testing.T) {
 // another client could already hold the lock. The local deadline ends a
 // safety margin (10% of the ttl) before the earliest end of the server's
 // lease, so the signal arrives in time although the process is starved of
-// CPU. The server's lease cannot end before the acquire request was sent
-// plus the ttl: that is the bound checked here.
+// CPU. The bound checked is the earliest end of the server's lease: PTTL
+// read right after the acquire, added to the time just before that PTTL
+// request was sent.
 func TestLossSignalInBusyProcessPrecedesServerLease(t *testing.T) {
 	_, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 30*time.Second)
 	const (
 		locks = 10
-		ttl   = 2 * time.Second
+		ttl   = 3 * time.Second
 	)
 
 	// Keep every P busy: the lease keeper and the watchers below must
@@ -126,14 +127,18 @@ func TestLossSignalInBusyProcessPrecedesServerLease(t *testing.T) {
 	var watchers sync.WaitGroup
 	for i := range locks {
 		key := "busy-" + string(rune('a'+i))
-		sent := time.Now()
 		lk, err := c.TryAcquire(ctx, key, ttl) // no renewal
 		if err != nil {
 			t.Fatal(err)
 		}
+		asked := time.Now()
+		pttl, err := rdb.PTTL(ctx, "lock:{"+key+"}:lock").Result()
+		if err != nil || pttl <= 0 {
+			t.Fatalf("PTTL of %s: %v %v", key, pttl, err)
+		}
 		watchers.Go(func() {
 			<-lk.Done()
-			results <- observation{key, sent.Add(ttl), time.Now()}
+			results <- observation{key, asked.Add(pttl), time.Now()}
 		})
 	}
 	watchers.Wait()

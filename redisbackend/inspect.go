@@ -16,12 +16,13 @@ import (
 type LockInfo struct {
 	LockKey, FenceKey, Channel string // the key layout (see keys.go)
 
-	Held   bool
-	Owner  string        // the holder: its WithOwner value, or its owner token
-	Fence  int64         // the holder's fencing token
-	Holds  int           // the hold count (re-entry adds one)
-	Tokens []string      // owner tokens of the holds
-	TTL    time.Duration // the remaining lease, measured by the server
+	Held       bool
+	Owner      string                   // the holder: its WithOwner value, or its owner token
+	Fence      int64                    // the holder's fencing token
+	Holds      int                      // the live holds (re-entry adds one; a lapsed hold is not counted)
+	Tokens     []string                 // owner tokens of the live holds, sorted
+	HoldLeases map[string]time.Duration // each live hold's remaining lease, by token
+	TTL        time.Duration            // the lock's remaining lease (its longest hold's), measured by the server
 
 	LastFence  int64         // the fence counter: the last token minted (0: none yet, or expired)
 	CounterTTL time.Duration // the counter's expiry; -1 when it never expires
@@ -47,8 +48,10 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (LockInfo,
 		counter    *redis.StringCmd
 		counterTTL *redis.DurationCmd
 		subs       *redis.MapStringIntCmd
+		now        *redis.TimeCmd
 	)
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
 		hash = p.HGetAll(ctx, k.lock)
 		pttl = p.PTTL(ctx, k.lock)
 		counter = p.Get(ctx, k.fence)
@@ -60,17 +63,29 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (LockInfo,
 		return info, err
 	}
 	fields := hash.Val()
-	if owner, ok := fields["owner"]; ok {
+	serverNow := now.Val().UnixMilli()
+	for f, v := range fields {
+		token, ok := strings.CutPrefix(f, "t:")
+		if !ok {
+			continue
+		}
+		// The field holds the server time (ms) at which the hold's lease
+		// ends; a hold past it is gone, although no script has dropped it yet.
+		ends, _ := strconv.ParseInt(v, 10, 64)
+		if left := ends - serverNow; left > 0 {
+			if info.HoldLeases == nil {
+				info.HoldLeases = make(map[string]time.Duration)
+			}
+			info.HoldLeases[token] = time.Duration(left) * time.Millisecond
+			info.Tokens = append(info.Tokens, token)
+		}
+	}
+	if owner, ok := fields["owner"]; ok && len(info.Tokens) > 0 {
+		sort.Strings(info.Tokens)
 		info.Held = true
 		info.Owner = owner
 		info.Fence, _ = strconv.ParseInt(fields["fence"], 10, 64)
-		info.Holds, _ = strconv.Atoi(fields["holds"])
-		for f := range fields {
-			if token, ok := strings.CutPrefix(f, "t:"); ok {
-				info.Tokens = append(info.Tokens, token)
-			}
-		}
-		sort.Strings(info.Tokens)
+		info.Holds = len(info.Tokens)
 		info.TTL = max(pttl.Val(), 0)
 	}
 	info.LastFence, _ = strconv.ParseInt(counter.Val(), 10, 64)

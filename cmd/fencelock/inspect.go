@@ -136,7 +136,7 @@ func printInfo(w io.Writer, key string, info redisbackend.LockInfo) {
 		fmt.Fprintf(w, "  owner     %s\n", info.Owner)
 		fmt.Fprintf(w, "  fence     %d\n", info.Fence)
 		for _, t := range info.Tokens {
-			fmt.Fprintf(w, "  hold      token %s\n", shorten(t))
+			fmt.Fprintf(w, "  hold      token %s, lease ends in %v\n", shorten(t), info.HoldLeases[t].Round(time.Millisecond))
 		}
 	} else {
 		fmt.Fprintf(w, "  state     free\n")

@@ -172,6 +172,11 @@ type pendingRelease struct {
 	giveUp time.Time
 }
 
+// maxPendingReleases caps the background releases a Client keeps during a
+// long outage; beyond it the oldest are dropped (their leases lapse on the
+// server, as they would have by the time so many were queued).
+const maxPendingReleases = 100_000
+
 // releaseBackoff bounds the pause between release retries.
 const (
 	minReleaseBackoff = 10 * time.Millisecond
@@ -194,6 +199,12 @@ func (r *releaser) add(req ReleaseRequest, ttl time.Duration) {
 		r.c.log.Warn("fencelock: client closed; the hold will lapse on the server",
 			"key", req.Key, "token", shortToken(req.Token))
 		return
+	}
+	if len(r.pending) >= maxPendingReleases {
+		dropped := r.pending[0]
+		r.pending = r.pending[1:]
+		r.c.log.Warn("fencelock: too many releases pending; dropped the oldest, whose hold will lapse on the server",
+			"key", dropped.req.Key, "token", shortToken(dropped.req.Token))
 	}
 	r.pending = append(r.pending, pendingRelease{req: req, giveUp: giveUp})
 	if !r.running {

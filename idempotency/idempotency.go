@@ -26,6 +26,33 @@
 // commit. Operations whose effects are outside the transaction (an email, a
 // payment API) are not covered by that guarantee: make them idempotent
 // themselves, for example by passing the request key on.
+//
+// # Errors
+//
+// Guard.Do's error says what became of the request; match it with
+// errors.Is. For an HTTP API:
+//
+//   - ErrInProgress (409, retry later): another run of the same request
+//     holds its lock. A duplicate arrived while the first run was going on,
+//     and WithWait, if set, ran out before it finished.
+//   - ErrUnavailable (503, retry later): the lock service (Redis) or the
+//     record store (the database) could not be reached or did not answer in
+//     time, so Do could not tell whether the request is new, in progress or
+//     done. When the lock service was the cause the error also matches
+//     fencelock.ErrUnavailable. An outage is never reported as
+//     ErrInProgress.
+//   - ErrSuperseded (409, retry later): this run lost its lock and a newer
+//     run of the same request took the record over. Nothing of this run was
+//     committed; the newer run's result is replayed to later duplicates.
+//   - op's own error, as op returned it: nothing was committed, the record
+//     is marked failed, and the next request with the same key runs op
+//     again. If the request's lock was lost while op ran, op's context was
+//     cancelled with cause fencelock.ErrLost, which op typically returns.
+//   - anything else: an invalid argument, an error of ctx (the caller gave
+//     up), or a store query that failed for another reason than an outage.
+//
+// A retry after ErrUnavailable is safe: a run that committed before the
+// outage is replayed, and one that did not is run again, at most once.
 package idempotency
 
 import (
@@ -41,6 +68,17 @@ import (
 
 // ErrInProgress is returned while another run of the same request holds it.
 var ErrInProgress = errors.New("idempotency: request in progress")
+
+// ErrUnavailable is returned when the lock service or the record store
+// could not be reached or did not answer in time: Do could not learn or
+// change the state of the request. It is distinct from ErrInProgress (an
+// outage is not a duplicate); answer "unavailable, retry later".
+//
+// When the lock service was the cause, the error wraps the lock client's
+// error and so also matches fencelock.ErrUnavailable (errors.Is(err,
+// fencelock.ErrUnavailable) is true). When the record store was, it wraps
+// the database driver's error and does not match fencelock.ErrUnavailable.
+var ErrUnavailable = errors.New("idempotency: lock service or record store unavailable")
 
 // ErrSuperseded is returned to a run whose record was taken over by a newer
 // run (its lock was lost meanwhile); nothing of it was committed.
@@ -98,8 +136,11 @@ func New(locks *fencelock.Client, store *Store, opts ...Option) *Guard {
 
 // Do runs op once for (scope, key). It returns op's response (Replayed
 // false), or the response an earlier run stored (Replayed true), or
-// ErrInProgress while another run holds the request, or op's error (the
-// request is then marked failed and may be retried), or ErrSuperseded.
+// ErrInProgress while another run holds the request, or ErrUnavailable when
+// the lock service or the record store could not be reached (matching
+// fencelock.ErrUnavailable too when the lock service was the cause), or
+// op's error (the request is then marked failed and may be retried), or
+// ErrSuperseded. The package doc says what each means.
 func (g *Guard) Do(ctx context.Context, scope, key string, op Operation) (Result, error) {
 	if scope == "" {
 		return Result{}, errors.New(`idempotency: invalid scope "": must not be empty`)
@@ -123,10 +164,17 @@ func (g *Guard) Do(ctx context.Context, scope, key string, op Operation) (Result
 
 	lk, err := g.locks.Acquire(ctx, lockKey(scope, key), g.lockTTL,
 		fencelock.WithWait(g.wait), fencelock.WithAutoRenew(g.lockTTL/3))
-	if errors.Is(err, fencelock.ErrNotAcquired) && ctx.Err() == nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, fencelock.ErrUnavailable):
+		// Redis could not be reached: whether another run holds the
+		// request is unknown, so this is no "in progress".
+		return Result{}, fmt.Errorf("%w: %s %q: %w", ErrUnavailable, scope, key, err)
+	case errors.Is(err, fencelock.ErrNotAcquired) && ctx.Err() == nil:
+		// Found held by another run (fencelock reports an outage as
+		// ErrUnavailable, never as ErrNotAcquired).
 		return Result{}, fmt.Errorf("%w: %s %q", ErrInProgress, scope, key)
-	}
-	if err != nil {
+	default:
 		return Result{}, err
 	}
 	defer lk.Release(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/idempotency"
+	"github.com/fencelock/fencelock/internal/redisserver"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -22,6 +23,7 @@ import (
 )
 
 type env struct {
+	redis *redisserver.Server // the lock service
 	rdb   *redis.Client
 	db    *sql.DB
 	store *idempotency.Store
@@ -65,7 +67,7 @@ func newEnv(t *testing.T, db *sql.DB, d idempotency.Dialect) *env {
 		t.Fatal(err)
 	}
 	srv := servertest.Redis(t)
-	e := &env{db: db, store: store, rdb: redis.NewClient(&redis.Options{Addr: srv.Addr()})}
+	e := &env{redis: srv, db: db, store: store, rdb: redis.NewClient(&redis.Options{Addr: srv.Addr()})}
 	t.Cleanup(func() { e.rdb.Close() })
 	for range 3 {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})

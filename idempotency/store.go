@@ -3,9 +3,13 @@ package idempotency
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -86,7 +90,8 @@ type Record struct {
 	Updated  time.Time
 }
 
-// Get returns the record of (scope, key), or found false.
+// Get returns the record of (scope, key), or found false. When the database
+// could not be reached, the error matches ErrUnavailable.
 func (s *Store) Get(ctx context.Context, scope, key string) (rec Record, found bool, err error) {
 	r, err := s.get(ctx, scope, key)
 	if err != nil || r.state == "" {
@@ -126,7 +131,7 @@ func (s *Store) get(ctx context.Context, scope, key string) (record, error) {
 		return record{}, nil
 	}
 	if err != nil {
-		return record{}, fmt.Errorf("idempotency: reading %s %q: %w", scope, key, err)
+		return record{}, storeError(ctx, "reading", scope, key, err)
 	}
 	r.response, r.errText = response, errText.String
 	return r, nil
@@ -143,7 +148,7 @@ func (s *Store) claim(ctx context.Context, scope, key string, fence int64) (reco
 ON CONFLICT (scope, request_key) DO NOTHING`, s.table)),
 		scope, key, stateInProgress, fence, now)
 	if err != nil {
-		return record{}, false, fmt.Errorf("idempotency: claiming %s %q: %w", scope, key, err)
+		return record{}, false, storeError(ctx, "claiming", scope, key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		return record{}, true, nil
@@ -153,7 +158,7 @@ ON CONFLICT (scope, request_key) DO NOTHING`, s.table)),
 WHERE scope = $4 AND request_key = $5 AND state <> $6 AND fence < $7`, s.table)),
 		stateInProgress, fence, now, scope, key, stateDone, fence)
 	if err != nil {
-		return record{}, false, fmt.Errorf("idempotency: taking over %s %q: %w", scope, key, err)
+		return record{}, false, storeError(ctx, "taking over", scope, key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		return record{}, true, nil
@@ -168,7 +173,7 @@ WHERE scope = $4 AND request_key = $5 AND state <> $6 AND fence < $7`, s.table))
 func (s *Store) run(ctx context.Context, scope, key string, fence int64, op Operation) ([]byte, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: %s %q: %w", scope, key, err)
+		return nil, storeError(ctx, "beginning the transaction of", scope, key, err)
 	}
 	defer tx.Rollback() // no-op after Commit
 
@@ -186,13 +191,15 @@ func (s *Store) run(ctx context.Context, scope, key string, fence int64, op Oper
 WHERE scope = $4 AND request_key = $5 AND state = $6 AND fence = $7`, s.table)),
 		stateDone, response, time.Now().UnixMilli(), scope, key, stateInProgress, fence)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: completing %s %q: %w", scope, key, err)
+		return nil, storeError(ctx, "completing", scope, key, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return nil, fmt.Errorf("%w: %s %q", ErrSuperseded, scope, key)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("idempotency: committing %s %q: %w", scope, key, err)
+		// If the connection broke, the commit may or may not have
+		// happened: a retry replays the response or runs op again.
+		return nil, storeError(ctx, "committing", scope, key, err)
 	}
 	return response, nil
 }
@@ -205,4 +212,37 @@ func (s *Store) markFailed(ctx context.Context, scope, key string, fence int64, 
 		`UPDATE %s SET state = $1, error = $2, updated_ms = $3
 WHERE scope = $4 AND request_key = $5 AND state = $6 AND fence = $7`, s.table)),
 		stateFailed, opErr.Error(), time.Now().UnixMilli(), scope, key, stateInProgress, fence)
+}
+
+// storeError wraps err, an error of the database while doing something to
+// the record of (scope, key). It also matches ErrUnavailable when err says
+// that the database could not be reached or stopped answering, and ctx,
+// the caller's, had not ended (then the error is the caller's giving up).
+// Errors of op are never passed here: op may talk to other systems.
+func storeError(ctx context.Context, doing, scope, key string, err error) error {
+	if ctx.Err() == nil && unreachable(err) {
+		return fmt.Errorf("%w: %s %s %q: %w", ErrUnavailable, doing, scope, key, err)
+	}
+	return fmt.Errorf("idempotency: %s %s %q: %w", doing, scope, key, err)
+}
+
+// unreachable reports whether err, from database/sql, says the database
+// could not be reached or the connection broke, as far as a driver-neutral
+// look can tell: a network error (refused, reset, timeout), a connection
+// database/sql or the driver found bad, a reply cut short, or an SQLSTATE
+// of class 08 (connection exception) or 57P01-57P03 (the server is
+// shutting down or starting). Anything else, such as a constraint
+// violation or SQLite's "database is locked", is not an outage.
+func unreachable(err error) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var state interface{ SQLState() string }
+	if errors.As(err, &state) {
+		code := state.SQLState()
+		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
+	}
+	return false
 }

@@ -23,7 +23,9 @@ const orderScope = "create_order"
 
 // Errors of the App, beside the store's.
 var (
-	// ErrBusy: the lock could not be had within the configured wait (503).
+	// ErrBusy: the lock could not be had within the configured wait because
+	// another request held it (503 busy). An outage of Redis is not
+	// ErrBusy: its errors match fencelock.ErrUnavailable (503 unavailable).
 	ErrBusy = errors.New("busy: the lock is held by another request")
 	// ErrLockLost: the lock was lost before the transaction committed, so
 	// nothing was written (503; the client may retry).
@@ -125,7 +127,7 @@ type lockInfo struct {
 	key      string
 	fence    int64
 	wait     time.Duration
-	outcome  string // outcomeAcquired, outcomeBusy or outcomeError
+	outcome  string // outcomeAcquired, outcomeBusy, outcomeUnavailable or outcomeError
 	acquired bool
 }
 
@@ -136,8 +138,10 @@ func (li lockInfo) attrs() []any {
 
 // withProductLock runs fn under the lock of product id ("product:ID"),
 // through Client.Do: it waits up to the configured wait (ErrBusy after
-// that), renews the lock while fn runs, and releases it after. fn's context
-// is cancelled if the lock is lost, which rolls back its transaction.
+// that, when another request held the lock), renews the lock while fn runs,
+// and releases it after. fn's context is cancelled if the lock is lost,
+// which rolls back its transaction. When Redis could not be reached the
+// error matches fencelock.ErrUnavailable and not ErrBusy.
 //
 // The error is fn's; when the lock was lost meanwhile it also matches
 // fencelock.ErrLost (even if fn succeeded: see the callers).
@@ -153,7 +157,16 @@ func (a *App) withProductLock(ctx context.Context, id int64, fn func(ctx context
 		return info, err
 	}
 	info.wait = time.Since(start)
-	if errors.Is(err, fencelock.ErrNotAcquired) && ctx.Err() == nil {
+	switch {
+	case ctx.Err() != nil:
+		// The client went away (or the server is shutting down).
+	case errors.Is(err, fencelock.ErrUnavailable):
+		// Redis could not be reached: not "busy", nobody holds the lock
+		// as far as anyone can tell.
+		info.outcome = outcomeUnavailable
+		a.metrics.ObserveLock(outcomeUnavailable, info.wait)
+		return info, err
+	case errors.Is(err, fencelock.ErrNotAcquired):
 		info.outcome = outcomeBusy
 		a.metrics.ObserveLock(outcomeBusy, info.wait)
 		return info, fmt.Errorf("%w: %w", ErrBusy, err)
@@ -252,6 +265,9 @@ func replayOrderResponse(req CreateOrderRequest, stored []byte) ([]byte, error) 
 // CreateOrder creates the order of req once per request number: the
 // response is the order's JSON body, and duplicates get the very same body
 // (replayed true), or idempotency.ErrInProgress while the first is running.
+// When Redis could not be reached (for the product lock or the guard's
+// request lock) the error matches fencelock.ErrUnavailable; when the guard
+// could not reach the database, idempotency.ErrUnavailable.
 // A duplicate with another product or count gets a *RequestMismatchError:
 // the record keeps the hash of the request it answered.
 //
@@ -416,6 +432,8 @@ func outcomeOf(err error) string {
 		return "lock_lost"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
+	case errors.Is(err, fencelock.ErrUnavailable), errors.Is(err, idempotency.ErrUnavailable):
+		return "unavailable"
 	default:
 		return "error"
 	}

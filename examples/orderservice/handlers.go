@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/idempotency"
 )
 
@@ -37,9 +38,9 @@ const (
 	CodeMethodNotAllowed  = "method_not_allowed"
 	CodeInsufficientStock = "insufficient_stock"
 	CodeInProgress        = "in_progress"
-	CodeBusy              = "busy"
+	CodeBusy              = "busy" // status 503: the lock was held by another request past the lock wait
 	CodeLockLost          = "lock_lost"
-	CodeUnavailable       = "unavailable"
+	CodeUnavailable       = "unavailable" // status 503: Redis or the database could not be reached (writeDomainError, handleHealth)
 	CodeInternal          = "internal"
 	CodeClientClosed      = "client_closed_request" // status 499: the client went away first
 )
@@ -264,7 +265,8 @@ func (a *App) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleDeduct: POST /api/stock/{id}/deduct?count=N → 200 with the order,
-// 400 (bad id or count), 404, 409 insufficient_stock, 503 busy or lock_lost.
+// 400 (bad id or count), 404, 409 insufficient_stock, 503 busy, unavailable
+// or lock_lost.
 func (a *App) handleDeduct(w http.ResponseWriter, r *http.Request) {
 	id, apiErr := productID(r.PathValue("id"))
 	if apiErr != nil {
@@ -293,7 +295,7 @@ func (a *App) handleDeduct(w http.ResponseWriter, r *http.Request) {
 // 201 with the order (replayed identically for duplicates, with
 // Idempotent-Replayed: true), 400, 404, 409 insufficient_stock or
 // in_progress, 422 request_mismatch (the requestNo was used for another
-// product or count), 503 busy or lock_lost.
+// product or count), 503 busy, unavailable or lock_lost.
 func (a *App) handleCreateOrder(w http.ResponseWriter, r *http.Request) {
 	var req CreateOrderRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -383,6 +385,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) *APIError {
 }
 
 // writeDomainError maps an error of the App or the store to a response.
+// The order of the cases matters: an error can match several (fn's error
+// joined with a failed release, say), and the first that says what became
+// of the request wins.
 func (a *App) writeDomainError(w http.ResponseWriter, r *http.Request, err error) {
 	var insufficient *InsufficientStockError
 	var mismatch *RequestMismatchError
@@ -405,6 +410,17 @@ func (a *App) writeDomainError(w http.ResponseWriter, r *http.Request, err error
 		// The client went away (its request context is cancelled); nobody
 		// reads this answer, and it is no server error.
 		writeError(w, apiError(499, CodeClientClosed, "the client closed the request"))
+	case errors.Is(err, fencelock.ErrUnavailable):
+		// Redis could not be reached (for the product lock or the
+		// idempotency guard's request lock): not "busy", since whether
+		// anyone holds the lock is unknown.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "the lock service could not be reached; retry"))
+	case errors.Is(err, idempotency.ErrUnavailable):
+		// The guard could not reach the database holding the
+		// idempotency records.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "the database could not be reached; retry"))
 	default:
 		a.internalError(w, r, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/redisserver"
 	"github.com/fencelock/fencelock/internal/servertest"
 )
 
@@ -42,6 +43,14 @@ func (b *syncBuffer) String() string {
 // SQLite file.
 func testConfig(t *testing.T) Config {
 	t.Helper()
+	cfg, _ := testConfigRedis(t)
+	return cfg
+}
+
+// testConfigRedis is testConfig that also returns the redis-server, for
+// tests that stop or restart it.
+func testConfigRedis(t *testing.T) (Config, *redisserver.Server) {
+	t.Helper()
 	srv := servertest.Redis(t)
 	cfg := defaultConfig()
 	cfg.Listen = "127.0.0.1:0"
@@ -49,7 +58,7 @@ func testConfig(t *testing.T) Config {
 	cfg.SQLitePath = filepath.Join(t.TempDir(), "orders.db")
 	cfg.Namespace = "test"
 	cfg.LogLevel = slog.LevelDebug
-	return cfg
+	return cfg, srv
 }
 
 // testLogger logs to a buffer that is shown if the test fails.

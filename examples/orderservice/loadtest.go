@@ -151,6 +151,7 @@ type DeductReport struct {
 	Successes    int            `json:"successes"`
 	Insufficient int            `json:"insufficientStock"`
 	Busy         int            `json:"busy"`
+	Unavailable  int            `json:"unavailable"` // 503 unavailable: Redis could not be reached
 	Other        int            `json:"other"`
 	OtherKinds   map[string]int `json:"otherKinds,omitempty"` // "500 internal", "transport error", ...
 	FinalStock   int64          `json:"finalStock"`
@@ -174,6 +175,7 @@ type OrdersReport struct {
 	Replayed        int            `json:"replayed"` // 201 with Idempotent-Replayed
 	InProgress      int            `json:"inProgress"`
 	Busy            int            `json:"busy"`
+	Unavailable     int            `json:"unavailable"`
 	Other           int            `json:"other"`
 	OtherKinds      map[string]int `json:"otherKinds,omitempty"`
 	OrderRows       int            `json:"orderRows"`
@@ -187,9 +189,10 @@ type OrdersReport struct {
 
 // LockCounts are the lock acquisitions the instances counted.
 type LockCounts struct {
-	Acquired int64 `json:"acquired"`
-	Busy     int64 `json:"busy"`
-	Error    int64 `json:"error"`
+	Acquired    int64 `json:"acquired"`
+	Busy        int64 `json:"busy"`
+	Unavailable int64 `json:"unavailable"`
+	Error       int64 `json:"error"`
 }
 
 // loadtestMain runs the loadtest subcommand.
@@ -638,10 +641,11 @@ func (lt *loadtest) deductPhase(ctx context.Context) (DeductReport, error) {
 
 	var mu sync.Mutex
 	var took []time.Duration
-	var ok, insufficient, busy, other atomic.Int64
+	var ok, insufficient, busy, unavailable, other atomic.Int64
 	stop := startProgress(lt.progress, "phase 1 deduct", cfg.Requests, func() string {
-		return fmt.Sprintf("ok %d, insufficient %d, busy %d, other %d", ok.Load(), insufficient.Load(), busy.Load(), other.Load())
-	}, func() int64 { return ok.Load() + insufficient.Load() + busy.Load() + other.Load() })
+		return fmt.Sprintf("ok %d, insufficient %d, busy %d, unavailable %d, other %d",
+			ok.Load(), insufficient.Load(), busy.Load(), unavailable.Load(), other.Load())
+	}, func() int64 { return ok.Load() + insufficient.Load() + busy.Load() + unavailable.Load() + other.Load() })
 	path := fmt.Sprintf("/api/stock/%d/deduct?count=1", p.ID)
 	start := time.Now()
 	fire(ctx, cfg.Requests, cfg.Concurrency, func(i int) {
@@ -656,6 +660,8 @@ func (lt *loadtest) deductPhase(ctx context.Context) (DeductReport, error) {
 			insufficient.Add(1)
 		case r.status == http.StatusServiceUnavailable && r.code == CodeBusy:
 			busy.Add(1)
+		case r.status == http.StatusServiceUnavailable && r.code == CodeUnavailable:
+			unavailable.Add(1)
 		default:
 			other.Add(1)
 			rep.OtherKinds[r.kind()]++
@@ -666,7 +672,8 @@ func (lt *loadtest) deductPhase(ctx context.Context) (DeductReport, error) {
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
-	rep.Successes, rep.Insufficient, rep.Busy, rep.Other = int(ok.Load()), int(insufficient.Load()), int(busy.Load()), int(other.Load())
+	rep.Successes, rep.Insufficient, rep.Busy, rep.Unavailable, rep.Other =
+		int(ok.Load()), int(insufficient.Load()), int(busy.Load()), int(unavailable.Load()), int(other.Load())
 	rep.P50Ms, rep.P99Ms, rep.MaxMs = percentileMs(took, 50), percentileMs(took, 99), percentileMs(took, 100)
 
 	r := lt.do(ctx, lt.fleet[1%len(lt.fleet)], http.MethodGet, fmt.Sprintf("/api/products/%d", p.ID), nil)
@@ -689,6 +696,9 @@ func (lt *loadtest) deductPhase(ctx context.Context) (DeductReport, error) {
 	}
 	if rep.OrderRows != int64(want) {
 		fail("%d order rows, want %d", rep.OrderRows, want)
+	}
+	if rep.Unavailable > 0 {
+		fail("%d responses were 503 unavailable: Redis could not be reached", rep.Unavailable)
 	}
 	if rep.Other > 0 {
 		fail("%d unexpected responses: %v", rep.Other, rep.OtherKinds)
@@ -762,6 +772,8 @@ func (lt *loadtest) ordersPhase(ctx context.Context, prefix string) (OrdersRepor
 			rep.InProgress++
 		case r.status == http.StatusServiceUnavailable && r.code == CodeBusy:
 			rep.Busy++
+		case r.status == http.StatusServiceUnavailable && r.code == CodeUnavailable:
+			rep.Unavailable++
 		default:
 			rep.Other++
 			rep.OtherKinds[r.kind()]++
@@ -790,8 +802,9 @@ func (lt *loadtest) ordersPhase(ctx context.Context, prefix string) (OrdersRepor
 	if rep.MismatchedBody > 0 {
 		fail("%d successful responses differ from the first response of their request number", rep.MismatchedBody)
 	}
-	if rep.Busy > 0 || rep.Other > 0 {
-		fail("%d responses were neither the order nor 409 in_progress (busy %d, other %v)", rep.Busy+rep.Other, rep.Busy, rep.OtherKinds)
+	if rep.Busy > 0 || rep.Unavailable > 0 || rep.Other > 0 {
+		fail("%d responses were neither the order nor 409 in_progress (busy %d, unavailable %d, other %v)",
+			rep.Busy+rep.Unavailable+rep.Other, rep.Busy, rep.Unavailable, rep.OtherKinds)
 	}
 	rep.Pass = len(rep.Failures) == 0
 	return rep, nil
@@ -817,6 +830,8 @@ func (lt *loadtest) lockCounts(ctx context.Context) LockCounts {
 				c.Acquired += n
 			case `"busy"`:
 				c.Busy += n
+			case `"unavailable"`:
+				c.Unavailable += n
 			case `"error"`:
 				c.Error += n
 			}
@@ -933,6 +948,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  successes (200)            %6d\n", d.Successes)
 	fmt.Fprintf(w, "  insufficient stock (409)   %6d\n", d.Insufficient)
 	fmt.Fprintf(w, "  busy (503)                 %6d\n", d.Busy)
+	fmt.Fprintf(w, "  unavailable (503)          %6d\n", d.Unavailable)
 	fmt.Fprintf(w, "  other                      %6d%s\n", d.Other, kinds(d.OtherKinds))
 	fmt.Fprintf(w, "  final stock                %6d\n", d.FinalStock)
 	fmt.Fprintf(w, "  order rows                 %6d  (%d items)\n", d.OrderRows, d.OrderedItems)
@@ -946,6 +962,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  replayed (201, replayed)   %6d\n", o.Replayed)
 	fmt.Fprintf(w, "  in progress (409)          %6d\n", o.InProgress)
 	fmt.Fprintf(w, "  busy (503)                 %6d\n", o.Busy)
+	fmt.Fprintf(w, "  unavailable (503)          %6d\n", o.Unavailable)
 	fmt.Fprintf(w, "  other                      %6d%s\n", o.Other, kinds(o.OtherKinds))
 	fmt.Fprintf(w, "  order rows                 %6d  (%d of %d request numbers with exactly one; %d duplicate orders)\n",
 		o.OrderRows, o.ExactlyOne, o.RequestNos, o.DuplicateOrders)
@@ -953,7 +970,8 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  elapsed                    %6.2fs\n", o.Seconds)
 	printVerdict(w, o.Pass, o.Failures)
 
-	fmt.Fprintf(w, "\nlock acquisitions (all instances): acquired %d, busy %d, error %d\n", r.Locks.Acquired, r.Locks.Busy, r.Locks.Error)
+	fmt.Fprintf(w, "\nlock acquisitions (all instances): acquired %d, busy %d, unavailable %d, error %d\n",
+		r.Locks.Acquired, r.Locks.Busy, r.Locks.Unavailable, r.Locks.Error)
 	fmt.Fprintf(w, "instances stopped cleanly on SIGTERM: %v\n", r.CleanShutdown)
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "  - %s\n", f)

@@ -15,15 +15,20 @@
 //	GET  /api/products/{id}         → 200 product, 404
 //	POST /api/stock/{id}/deduct?count=N
 //	                                → 200 order, 400, 404, 409 insufficient_stock,
-//	                                  503 busy (Retry-After)
+//	                                  503 busy, unavailable or lock_lost (Retry-After)
 //	POST /api/orders                {"requestNo": "...", "productId": 1, "count": 1}
 //	                                → 201 order (replayed identically to duplicates,
 //	                                  with Idempotent-Replayed: true), 409 in_progress,
-//	                                  422 request_mismatch (requestNo reused for another order)
+//	                                  422 request_mismatch (requestNo reused for another order),
+//	                                  503 busy, unavailable or lock_lost (Retry-After)
 //	GET  /healthz, GET /metrics     (Prometheus text format)
 //
 // Errors are JSON {"code": "...", "message": "..."}; every response carries
-// X-Request-Id.
+// X-Request-Id. The three 503s say different things: busy, the product's
+// lock was held by another request for longer than -lock-wait; unavailable,
+// Redis (or, for orders, the database) could not be reached; lock_lost, the
+// lock was lost before the order committed. The client may retry any of
+// them: a retried order (same requestNo) is still created at most once.
 //
 // Storage is a SQLite file (WAL mode) unless DATABASE_URL names a
 // PostgreSQL database. --no-lock runs the naive code without locks and

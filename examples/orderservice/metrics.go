@@ -13,12 +13,13 @@ import (
 
 // Lock acquisition outcomes, the values of the outcome label.
 const (
-	outcomeAcquired = "acquired" // the lock was had
-	outcomeBusy     = "busy"     // not within the configured wait: 503 busy
-	outcomeError    = "error"    // Redis failed, the request was cancelled, or the client is closing
+	outcomeAcquired    = "acquired"    // the lock was had
+	outcomeBusy        = "busy"        // held by another request past the configured wait: 503 busy
+	outcomeUnavailable = "unavailable" // Redis could not be reached or did not answer in time: 503 unavailable
+	outcomeError       = "error"       // the request was cancelled, the client is closing, or another error
 )
 
-var lockOutcomes = []string{outcomeAcquired, outcomeBusy, outcomeError}
+var lockOutcomes = []string{outcomeAcquired, outcomeBusy, outcomeUnavailable, outcomeError}
 
 // lockWaitBuckets are the upper bounds, in seconds, of the lock wait
 // histogram.
@@ -121,7 +122,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		fmt.Fprintf(&b, "orderservice_lock_wait_seconds_count{outcome=%q} %d\n", o, h.count)
 	}
 
-	b.WriteString("# HELP orderservice_lock_acquire_total Lock acquisitions by outcome: acquired, busy (not within the configured wait) or error.\n")
+	b.WriteString("# HELP orderservice_lock_acquire_total Lock acquisitions by outcome: acquired, busy (held by another request past the configured wait), unavailable (Redis could not be reached) or error.\n")
 	b.WriteString("# TYPE orderservice_lock_acquire_total counter\n")
 	for _, o := range lockOutcomes {
 		fmt.Fprintf(&b, "orderservice_lock_acquire_total{outcome=%q} %d\n", o, m.acquires[o])

@@ -14,6 +14,7 @@ func TestMetricsFormat(t *testing.T) {
 	m.ObserveLock(outcomeAcquired, 3*time.Millisecond)
 	m.ObserveLock(outcomeAcquired, 20*time.Second) // beyond the last bucket
 	m.ObserveLock(outcomeBusy, 2*time.Second)
+	m.ObserveLock(outcomeUnavailable, 300*time.Millisecond)
 	var b strings.Builder
 	m.WriteTo(&b)
 	out := b.String()
@@ -30,6 +31,8 @@ func TestMetricsFormat(t *testing.T) {
 		`orderservice_lock_wait_seconds_count{outcome="acquired"} 2` + "\n",
 		`orderservice_lock_wait_seconds_bucket{outcome="busy",le="2.5"} 1` + "\n",
 		`orderservice_lock_acquire_total{outcome="busy"} 1` + "\n",
+		`orderservice_lock_wait_seconds_bucket{outcome="unavailable",le="0.5"} 1` + "\n",
+		`orderservice_lock_acquire_total{outcome="unavailable"} 1` + "\n",
 		`orderservice_lock_acquire_total{outcome="error"} 0` + "\n",
 		"orderservice_no_lock_mode 1\n",
 	} {

@@ -95,7 +95,11 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	res, err := c.backend.Acquire(actx, req)
 	cancel()
 	tooLate := func() error {
-		return fmt.Errorf("%w (within %v: the ttl %v less the safety margin)", errReplyTooLate, c.localLease(req.TTL), req.TTL)
+		within := fmt.Sprintf("within %v (the ttl %v less the safety margin)", c.localLease(req.TTL), req.TTL)
+		if errors.Is(err, ErrNotSent) { // cut before it left: nothing to clean up
+			return fmt.Errorf("%w %s", ErrNotSent, within)
+		}
+		return fmt.Errorf("%w %s", errReplyTooLate, within)
 	}
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errReplyTooLate):

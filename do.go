@@ -12,6 +12,11 @@ import (
 // then matches ErrLost), waits for fn to return, and releases the lock, also
 // when fn panics.
 //
+// Close does not take the lock away from a running fn: it cancels fn's
+// context (cause ErrClosed), keeps renewing the lock, and waits for fn to
+// return and Do to release it, so that no other holder can enter while fn
+// still runs. (So fn must not call Close itself.)
+//
 // Do returns fn's error. When the lock was lost while fn ran, the error also
 // matches ErrLost, even if fn returned nil: fn's work may have overlapped
 // with another holder's, and only fencing tokens (lk.Fence) checked by the
@@ -27,13 +32,20 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		// Renew every ttl/3 unless the caller's options say otherwise.
 		opts = append([]AcquireOption{WithAutoRenew(ttl / 3)}, opts...)
 	}
+	// The whole of Do is a call in flight: Close waits for fn.
+	defer c.ops.begin()()
 	lk, err := c.Acquire(ctx, key, ttl, opts...)
 	if err != nil {
 		return err
 	}
-	fnCtx, stop := lk.Context(ctx)
+	// fn's context ends when the lock does, or when the Client is closed.
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	stopOnEnd := lk.whenEnded(func(err error) { cancel(err) })
+	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
 	defer func() {
-		stop()
+		stopOnClose()
+		stopOnEnd()
+		cancel(context.Canceled)
 		lost := lk.Err()
 		releaseErr := lk.Release(ctx)
 		if lost == nil {

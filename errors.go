@@ -176,7 +176,7 @@ func (e *UnavailableError) Unwrap() []error {
 // errReplyTooLate is the error of an acquire attempt that got no reply
 // before the local deadline of the lease it asked for: the lease may have
 // ended on the server already, so a lock granted by it is of no use.
-var errReplyTooLate = errors.New("no reply before the lease it asked for could have ended")
+var errReplyTooLate = errors.New("no reply")
 
 // errNilLock is the error of every method called on a nil *Lock.
 var errNilLock = invalid("lock", nil, "is a nil *Lock (was the error of the acquire checked?)")

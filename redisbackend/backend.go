@@ -195,15 +195,18 @@ func (b *Backend) Close() error {
 // (unless ContextTimeoutEnabled is set), so without this a paused server
 // would hold the caller past its deadline. A request abandoned this way
 // finishes in the background within those timeouts (its result is dropped);
-// Close waits for it.
+// Close waits for it. When none of f's commands had been written to a
+// connection yet (go-redis was still dialing, or waiting for a pooled
+// connection), none ever will be, and the error matches fencelock.ErrNotSent.
 func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
 		var zero T
-		return zero, err
+		return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, err)
 	}
 	if ctx.Done() == nil {
 		return f(ctx)
 	}
+	ctx, sent := withTracker(ctx)
 	type result struct {
 		val T
 		err error
@@ -218,6 +221,9 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 		return r.val, r.err
 	case <-ctx.Done():
 		var zero T
+		if sent.abandon() {
+			return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, ctx.Err())
+		}
 		return zero, ctx.Err()
 	}
 }

@@ -102,7 +102,7 @@ func (c *coalescer) exec(batch []*pendingCall) {
 	ctx := context.WithoutCancel(live[0].ctx)
 	pipe := c.rdb.Pipeline()
 	for _, p := range live {
-		p.cmd = c.scripts.queue(ctx, pipe, p.s, p.keys, p.args...)
+		p.cmd = c.scripts.queue(ctx, pipe, p.s, p.ctx, p.keys, p.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are in the commands
 	var missing []*pendingCall
@@ -116,7 +116,7 @@ func (c *coalescer) exec(batch []*pendingCall) {
 	}
 	pipe = c.rdb.Pipeline()
 	for _, p := range missing {
-		p.cmd = send(ctx, pipe, p.s.cmd(ctx, false, p.keys, p.args))
+		p.cmd = send(ctx, pipe, p.s.cmd(ctx, false, p.keys, p.args), p.ctx)
 	}
 	_, _ = pipe.Exec(ctx)
 }

@@ -216,19 +216,76 @@ func (s script) cmd(ctx context.Context, sha bool, keys []string, args []any) *r
 // caller gave up could take or extend a lock that nobody holds any more;
 // the Client retries on its own terms instead. go-redis still follows
 // MOVED, ASK and READONLY replies, which mean the script did not run.
-type noRetry struct{ *redis.Cmd }
+//
+// It also reports to its call's sendTracker when go-redis writes it.
+type noRetry struct {
+	*redis.Cmd
+	sent *sendTracker // nil: not tracked
+}
 
 // NoRetry implements redis.Cmder.
 func (noRetry) NoRetry() bool { return true }
+
+// Args implements redis.Cmder. go-redis reads a command's arguments to write
+// it to a connection, so a command whose Args was never read was never sent.
+// Once its call has been abandoned unsent, it stays unsent: go-redis, still
+// working on it in the background, gets a harmless ECHO to write instead.
+func (c noRetry) Args() []any {
+	if c.sent != nil && !c.sent.markWritten() {
+		return []any{"echo", "fencelock: abandoned before it was sent"}
+	}
+	return c.Cmd.Args()
+}
+
+// sendTracker tells whether a call's commands may have been sent. guard
+// uses it when the caller's context ends first: a call abandoned before any
+// of its commands was written was certainly not sent (fencelock.ErrNotSent),
+// so the Client need not clean up after it.
+type sendTracker struct {
+	state atomic.Int32 // trackerIdle, trackerWritten or trackerAbandoned
+}
+
+const (
+	trackerIdle int32 = iota
+	trackerWritten
+	trackerAbandoned
+)
+
+// markWritten records a write; it reports false when the call was already
+// abandoned unsent (then nothing may be written).
+func (t *sendTracker) markWritten() bool {
+	return t.state.CompareAndSwap(trackerIdle, trackerWritten) || t.state.Load() == trackerWritten
+}
+
+// abandon records that the caller gave up; it reports whether nothing had
+// been written, in which case nothing ever will be.
+func (t *sendTracker) abandon() (unsent bool) {
+	return t.state.CompareAndSwap(trackerIdle, trackerAbandoned)
+}
+
+type trackerKey struct{}
+
+// withTracker returns ctx carrying a new sendTracker for one call.
+func withTracker(ctx context.Context) (context.Context, *sendTracker) {
+	t := &sendTracker{}
+	return context.WithValue(ctx, trackerKey{}, t), t
+}
+
+// trackerFrom returns the sendTracker of the call that ctx belongs to, or nil.
+func trackerFrom(ctx context.Context) *sendTracker {
+	t, _ := ctx.Value(trackerKey{}).(*sendTracker)
+	return t
+}
 
 // processor is a redis.UniversalClient or a redis.Pipeliner.
 type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// send queues or runs cmd on p, without retries, and returns it.
-func send(ctx context.Context, p processor, cmd *redis.Cmd) *redis.Cmd {
-	_ = p.Process(ctx, noRetry{cmd}) // the error is in cmd
+// send queues or runs cmd on p, without retries, tracked for the call of
+// callCtx, and returns it.
+func send(ctx context.Context, p processor, cmd *redis.Cmd, callCtx context.Context) *redis.Cmd {
+	_ = p.Process(ctx, noRetry{Cmd: cmd, sent: trackerFrom(callCtx)}) // the error is in cmd
 	return cmd
 }
 
@@ -242,25 +299,26 @@ type scriptCache struct {
 // run runs s in one round trip (two after the server's cache was lost).
 func (c *scriptCache) run(ctx context.Context, rdb redis.UniversalClient, s script, keys []string, args ...any) *redis.Cmd {
 	if !c.sent[s.id].Load() {
-		cmd := send(ctx, rdb, s.cmd(ctx, false, keys, args))
+		cmd := send(ctx, rdb, s.cmd(ctx, false, keys, args), ctx)
 		if cmd.Err() == nil {
 			c.sent[s.id].Store(true)
 		}
 		return cmd
 	}
-	cmd := send(ctx, rdb, s.cmd(ctx, true, keys, args))
+	cmd := send(ctx, rdb, s.cmd(ctx, true, keys, args), ctx)
 	if isNoScript(cmd.Err()) {
-		cmd = send(ctx, rdb, s.cmd(ctx, false, keys, args))
+		cmd = send(ctx, rdb, s.cmd(ctx, false, keys, args), ctx)
 	}
 	return cmd
 }
 
-// queue adds s to pipe: EVALSHA, or EVAL while this Backend has not sent
-// the script yet. The caller retries NOSCRIPT replies with EVAL.
-func (c *scriptCache) queue(ctx context.Context, pipe redis.Pipeliner, s script, keys []string, args ...any) *redis.Cmd {
+// queue adds s to pipe for the call of callCtx: EVALSHA, or EVAL while this
+// Backend has not sent the script yet. The caller retries NOSCRIPT replies
+// with EVAL.
+func (c *scriptCache) queue(ctx context.Context, pipe redis.Pipeliner, s script, callCtx context.Context, keys []string, args ...any) *redis.Cmd {
 	sha := c.sent[s.id].Load()
 	c.sent[s.id].Store(true) // optimistic: a failed EVAL leaves NOSCRIPT to the fallback
-	return send(ctx, pipe, s.cmd(ctx, sha, keys, args))
+	return send(ctx, pipe, s.cmd(ctx, sha, keys, args), callCtx)
 }
 
 // call is one script invocation in a pipelined batch.
@@ -276,7 +334,7 @@ func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, s
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := rdb.Pipeline()
 	for i, call := range calls {
-		cmds[i] = c.queue(ctx, pipe, s, call.keys, call.args...)
+		cmds[i] = c.queue(ctx, pipe, s, ctx, call.keys, call.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are in the commands
 
@@ -291,7 +349,7 @@ func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, s
 	}
 	pipe = rdb.Pipeline()
 	for _, i := range missing {
-		cmds[i] = send(ctx, pipe, s.cmd(ctx, false, calls[i].keys, calls[i].args))
+		cmds[i] = send(ctx, pipe, s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
 	}
 	_, _ = pipe.Exec(ctx)
 	return cmds

@@ -72,13 +72,14 @@ func (c *Client) Close() error {
 		c.ops.wait()
 		held := c.leases.stopAccepting()
 
+		// The releases, here and in the background, share one deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+		defer cancel()
 		var mu sync.Mutex
 		var errs []error
 		var wg sync.WaitGroup
 		for _, lk := range held {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-				defer cancel()
 				if err := lk.release(ctx, ErrClosed); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable) {
 					mu.Lock()
 					errs = append(errs, err)
@@ -87,7 +88,8 @@ func (c *Client) Close() error {
 			})
 		}
 		wg.Wait()
-		if err := c.releaser.close(c.cfg.releaseTimeout); err != nil {
+		deadline, _ := ctx.Deadline()
+		if err := c.releaser.close(time.Until(deadline)); err != nil {
 			errs = append(errs, err)
 		}
 		c.leases.stop()

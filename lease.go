@@ -1,6 +1,9 @@
 package fencelock
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // The lease of a held Lock, as this process sees it.
 //
@@ -42,8 +45,8 @@ func (l *Lock) beginRenewalLocked() {
 //   - Success: the server's lease now ends no earlier than sent+ttl.
 //   - The server no longer has the hold: the lock is lost.
 //   - An error: the server may or may not have applied it, so the local
-//     deadline becomes the earlier of the two leases it may have; the keeper
-//     retries soon.
+//     deadline becomes the earlier of the two leases it may have (unless the
+//     request was certainly not sent: ErrNotSent); the keeper retries soon.
 func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
 	c := l.client
 	l.mu.Lock()
@@ -55,7 +58,10 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 	}
 	switch {
 	case res.Err != nil:
-		l.deadline = earliest(l.deadline, c.leaseEnd(sent, ttl))
+		if !errors.Is(res.Err, ErrNotSent) {
+			// It may have been applied, with a shorter ttl than before.
+			l.deadline = earliest(l.deadline, c.leaseEnd(sent, ttl))
+		}
 		l.nextRenew = time.Now().Add(renewRetryDelay(l.autoRenew))
 		deadline := l.deadline
 		l.mu.Unlock()

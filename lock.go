@@ -180,8 +180,10 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // lock that has lapsed: then it returns an error matching ErrNotHeld and the
 // Lock is lost. It waits for an automatic renewal in flight, so that the last
 // renewal sent sets both the server's lease and the local deadline. When the
-// server cannot be reached it returns an error matching ErrUnavailable, and
-// the lock stays held until its current deadline unless a renewal succeeds.
+// server cannot be reached it returns an error matching ErrUnavailable; the
+// lock then stays held until its current deadline unless a renewal succeeds,
+// or, when the request may have reached the server, until the deadline the
+// new ttl would give, if that is earlier.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
@@ -229,7 +231,13 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	// have been declared lost by then.
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	sent := now()
-	results, err := l.client.backend.Renew(rctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
+	var results []RenewResult
+	err := rctx.Err()
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrNotSent, err)
+	} else {
+		results, err = l.client.backend.Renew(rctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
+	}
 	cancel()
 	if err == nil && len(results) != 1 {
 		err = fmt.Errorf("backend returned %d results for 1 renewal", len(results))

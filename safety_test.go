@@ -187,7 +187,11 @@ func TestLapsedReentrantHoldDoesNotKeepLock(t *testing.T) {
 			} else if err := c.Close(); err != nil {
 				t.Fatal(err)
 			}
-			lk, err := other.TryAcquire(ctx, "re-lapse", time.Second)
+			// The last inner hold may keep the key for the rest of its
+			// server lease (its safety margin, 20ms) until its background
+			// release lands; the old code kept it for the outer hold's
+			// 10 s lease, renewed until the end.
+			lk, err := other.Acquire(ctx, "re-lapse", time.Second, fencelock.WithWait(3*time.Second))
 			if err != nil {
 				t.Fatalf("after the outer hold's %s: %v; lapsed inner holds keep the lock", end, err)
 			}

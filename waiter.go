@@ -68,6 +68,12 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 			if w.over() {
 				break
 			}
+			if errors.Is(w.lastErr, errReplyTooLate) && w.failures > 0 {
+				// The server answered, too late: the hold it granted to
+				// our token is likely still running. Complete it now,
+				// before it lapses, rather than after a backoff.
+				continue
+			}
 			if w.place == nil {
 				w.place = c.queues.join(req.Key)
 				if w.place.turnTaken = w.place.isHead(); !w.place.turnTaken {
@@ -75,8 +81,9 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 				}
 			}
 			// A release between the attempt and the subscription would
-			// go unnoticed: attempt once more after subscribing.
-			if w.subscribe() {
+			// go unnoticed: attempt once more after subscribing. (After a
+			// failure, there is nothing to be woken for: back off.)
+			if w.contended && w.subscribe() {
 				continue
 			}
 		} else {

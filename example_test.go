@@ -39,7 +39,7 @@ func ExampleClient_TryAcquire() {
 	// another instance skips this round
 }
 
-// Waiting for a lock, at most two seconds: a release wakes the waiter at once.
+// Waiting for a lock, at most five seconds: a release wakes the waiter at once.
 func ExampleClient_Acquire() {
 	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
 	defer rdb.Close()
@@ -53,11 +53,11 @@ func ExampleClient_Acquire() {
 		return
 	}
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the first holder works a little
 		first.Release(ctx)
 	}()
 
-	lk, err := locks.Acquire(ctx, "invoice:7", 30*time.Second, fencelock.WithWait(2*time.Second))
+	lk, err := locks.Acquire(ctx, "invoice:7", 30*time.Second, fencelock.WithWait(5*time.Second))
 	if errors.Is(err, fencelock.ErrNotAcquired) {
 		fmt.Println("busy, try later")
 		return
@@ -140,7 +140,7 @@ func ExampleLock_Fence() {
 	ctx := context.Background()
 	acct := &account{}
 
-	slow, _ := locks.TryAcquire(ctx, "account:1", 100*time.Millisecond)
+	slow, _ := locks.TryAcquire(ctx, "account:1", 500*time.Millisecond)
 	<-slow.Done() // paused past its lease (a GC pause, a stalled VM...)
 	fmt.Println("slow holder:", slow.Err())
 

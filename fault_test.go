@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,20 +14,30 @@ import (
 
 // slowReplies wraps the real Redis backend and holds back replies after the
 // server has applied the request: a slow network that a real server cannot
-// produce on demand. Everything else goes to the server as is.
+// produce on demand. Everything else goes to the server as is. Its sleeps are
+// the fault it injects.
 type slowReplies struct {
 	*redisbackend.Backend
 	mu           sync.Mutex
 	acquireDelay time.Duration
 	renewDelay   func(reqs []fencelock.RenewRequest) time.Duration
+	// applied, if not nil, gets a value for each acquire the server has
+	// applied, before its reply is held back.
+	applied chan struct{}
+	// renewals counts the renewal replies delivered, by the ttl of the
+	// batch's first request.
+	renewals sync.Map // time.Duration -> *atomic.Int64
 }
 
 func (s *slowReplies) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
 	res, err := s.Backend.Acquire(ctx, req)
 	s.mu.Lock()
-	d := s.acquireDelay
+	d, applied := s.acquireDelay, s.applied
 	s.mu.Unlock()
-	time.Sleep(d)
+	if applied != nil {
+		applied <- struct{}{}
+	}
+	time.Sleep(d) // the fault: a late reply
 	return res, err
 }
 
@@ -36,9 +47,20 @@ func (s *slowReplies) Renew(ctx context.Context, reqs []fencelock.RenewRequest) 
 	f := s.renewDelay
 	s.mu.Unlock()
 	if f != nil {
-		time.Sleep(f(reqs))
+		time.Sleep(f(reqs)) // the fault: a late reply
 	}
+	n, _ := s.renewals.LoadOrStore(reqs[0].TTL, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 	return res, err
+}
+
+// renewed returns how many renewal replies with ttl were delivered.
+func (s *slowReplies) renewed(ttl time.Duration) int64 {
+	n, ok := s.renewals.Load(ttl)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
 }
 
 // A Refresh whose reply is slow must not leave the local deadline past the
@@ -48,43 +70,57 @@ func TestRefreshAndRenewalTakeTurns(t *testing.T) {
 	slow := &slowReplies{Backend: redisbackend.New(rdb)}
 	c := fencelock.New(slow)
 	t.Cleanup(func() { c.Close() })
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := ctxTimeout(t, 60*time.Second)
 
-	lk, err := c.TryAcquire(ctx, "turns", time.Second, fencelock.WithAutoRenew(100*time.Millisecond))
+	const ttl, refreshed = 2 * time.Second, 10 * time.Second
+	lk, err := c.TryAcquire(ctx, "turns", ttl, fencelock.WithAutoRenew(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	slow.mu.Lock()
 	slow.renewDelay = func(reqs []fencelock.RenewRequest) time.Duration {
-		if reqs[0].TTL == 5*time.Second {
-			return 400 * time.Millisecond // the Refresh's reply is late
+		if reqs[0].TTL == refreshed {
+			return 400 * time.Millisecond // the Refresh's reply is late, and so are the renewals' after it
 		}
 		return 0
 	}
 	slow.mu.Unlock()
-	if err := lk.Refresh(ctx, 5*time.Second); err != nil {
+	if err := lk.Refresh(ctx, refreshed); err != nil {
 		t.Fatal(err)
 	}
-	for range 5 { // renewals go on with the new ttl
+	// Renewals go on with the new ttl; through three of them, the local
+	// deadline never passes the server's lease.
+	checks := 0
+	waitUntil(t, 30*time.Second, "three renewals after the Refresh", func() bool {
+		deadline := lk.Deadline()
+		before := time.Now()
 		pttl := rdb.PTTL(ctx, "lock:{turns}:lock").Val()
-		local := time.Until(lk.Deadline())
-		if local > pttl+50*time.Millisecond {
-			t.Fatalf("local deadline in %v, but the server lease ends in %v", local, pttl)
+		// The server's lease ends no earlier than before+pttl (less the
+		// millisecond PTTL truncates): the local deadline must not be
+		// later.
+		if serverEnd := before.Add(pttl - time.Millisecond); deadline.After(serverEnd) {
+			t.Fatalf("local deadline %v after the server's lease end (%v)", deadline, serverEnd)
 		}
-		time.Sleep(100 * time.Millisecond)
+		checks++
+		return slow.renewed(refreshed) >= 4 // the Refresh and three renewals
+	})
+	if !lk.Held() {
+		t.Fatalf("lock lost: %v", lk.Err())
 	}
-	if pttl := rdb.PTTL(ctx, "lock:{turns}:lock").Val(); pttl < 4*time.Second {
-		t.Fatalf("server lease %v after Refresh(5s) and renewals", pttl)
+	if pttl := rdb.PTTL(ctx, "lock:{turns}:lock").Val(); pttl <= ttl {
+		t.Fatalf("server lease %v after Refresh(%v) and renewals, want the longer lease", pttl, refreshed)
 	}
+	t.Logf("%d checks", checks)
 }
 
 // Close waits for an acquire in flight and releases what it took: no key
 // is left locked by nobody.
 func TestCloseWaitsForAcquireInFlight(t *testing.T) {
 	_, rdb := startRedis(t)
-	slow := &slowReplies{Backend: redisbackend.New(rdb), acquireDelay: 300 * time.Millisecond}
+	slow := &slowReplies{Backend: redisbackend.New(rdb), acquireDelay: 300 * time.Millisecond, applied: make(chan struct{}, 2)}
 	c := fencelock.New(slow)
-	ctx := ctxTimeout(t, 20*time.Second)
+	t.Cleanup(func() { c.Close() }) // when the test fails before its own Close
+	ctx := ctxTimeout(t, 60*time.Second)
 
 	var wg sync.WaitGroup
 	for _, try := range []bool{true, false} {
@@ -103,7 +139,14 @@ func TestCloseWaitsForAcquireInFlight(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond) // both requests applied, replies pending
+	// Close once both requests are applied and their replies pending.
+	for range 2 {
+		select {
+		case <-slow.applied:
+		case <-ctx.Done():
+			t.Fatal("the acquires were not applied")
+		}
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,17 +157,24 @@ func TestCloseWaitsForAcquireInFlight(t *testing.T) {
 }
 
 // lateAcquire delivers an acquire to the server only after its caller has
-// given up: a request stuck in the network that still arrives. The result
+// given up and the Client has cleaned up after it (a release with a
+// tombstone): a request stuck in the network that still arrives. The result
 // of the late request goes to landed.
 type lateAcquire struct {
 	*redisbackend.Backend
-	delay  time.Duration
-	landed chan fencelock.AcquireResult
+	cleanedUp chan struct{} // closed when a release with a tombstone was applied
+	once      sync.Once
+	stop      chan struct{} // closed at the end of the test
+	landed    chan fencelock.AcquireResult
 }
 
 func (l *lateAcquire) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
 	go func() {
-		time.Sleep(l.delay)
+		select {
+		case <-l.cleanedUp:
+		case <-l.stop:
+			return
+		}
 		res, _ := l.Backend.Acquire(context.WithoutCancel(ctx), req)
 		l.landed <- res
 	}()
@@ -132,16 +182,29 @@ func (l *lateAcquire) Acquire(ctx context.Context, req fencelock.AcquireRequest)
 	return fencelock.AcquireResult{}, ctx.Err()
 }
 
+func (l *lateAcquire) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	res, err := l.Backend.Release(ctx, req)
+	if err == nil && req.Tombstone > 0 {
+		l.once.Do(func() { close(l.cleanedUp) })
+	}
+	return res, err
+}
+
 // An acquire that lands after its caller gave up (and after the clean-up
 // release) is refused: the clean-up leaves a tombstone for its token, so the
 // late copy cannot take the lock for nobody.
 func TestLateAcquireIsRefused(t *testing.T) {
 	_, rdb := startRedis(t)
-	late := &lateAcquire{Backend: redisbackend.New(rdb), delay: 300 * time.Millisecond, landed: make(chan fencelock.AcquireResult, 1)}
+	late := &lateAcquire{
+		Backend:   redisbackend.New(rdb),
+		cleanedUp: make(chan struct{}),
+		stop:      make(chan struct{}),
+		landed:    make(chan fencelock.AcquireResult, 1),
+	}
 	c := fencelock.New(late)
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { close(late.stop); c.Close() })
 	other := newClient(t, rdb)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := ctxTimeout(t, 60*time.Second)
 
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
@@ -152,7 +215,7 @@ func TestLateAcquireIsRefused(t *testing.T) {
 	select {
 	case res = <-late.landed:
 	case <-ctx.Done():
-		t.Fatal("the late acquire never reached the server")
+		t.Fatal("no clean-up release with a tombstone, or the late acquire never reached the server")
 	}
 	if res.Acquired {
 		t.Fatal("the late acquire took the lock after its caller had given up and cleaned up")

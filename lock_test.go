@@ -113,17 +113,14 @@ func TestFencesIncreaseAcrossServerRestart(t *testing.T) {
 	if n := rdb.Exists(ctx, "lock:{restart}:fence").Val(); n != 0 {
 		t.Fatalf("the fence counter survived the restart: the test needs a server without persistence")
 	}
+	// The pool's connections died with the server: calls fail until
+	// go-redis has replaced them.
 	var lk *fencelock.Lock
 	var err error
-	for range 50 { // the pool's connections died with the server
-		if lk, err = c.TryAcquire(ctx, "restart", time.Second); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitUntil(t, 30*time.Second, "an acquire after the restart", func() bool {
+		lk, err = c.TryAcquire(ctx, "restart", time.Second)
+		return err == nil
+	})
 	if lk.Fence() <= before {
 		t.Fatalf("fence after restart %d, not above %d before", lk.Fence(), before)
 	}
@@ -214,13 +211,15 @@ func TestReentrantAcquire(t *testing.T) {
 func TestStaleHolder(t *testing.T) {
 	_, rdb := startRedis(t)
 	stale, next := newClient(t, rdb), newClient(t, rdb)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := ctxTimeout(t, 60*time.Second)
 
-	old, err := stale.TryAcquire(ctx, "stale", 50*time.Millisecond)
+	// Short, but not so short that a loaded machine's round trip outlasts
+	// it (the acquire would then fail as too late).
+	old, err := stale.TryAcquire(ctx, "stale", 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, old.Done(), 2*time.Second, "local lease deadline of the stale holder")
+	waitDone(t, old.Done(), 20*time.Second, "local lease deadline of the stale holder")
 	if !errors.Is(old.Err(), fencelock.ErrLost) || old.Held() {
 		t.Fatalf("stale holder: Err %v Held %v, want ErrLost", old.Err(), old.Held())
 	}
@@ -244,8 +243,8 @@ func TestStaleHolder(t *testing.T) {
 		t.Fatal("the successor lost its lock")
 	}
 	ttl, err := successor.TTL(ctx)
-	if err != nil || ttl < 9*time.Second {
-		t.Fatalf("successor TTL %v, %v: want about 10s", ttl, err)
+	if err != nil || ttl <= 5*time.Second || ttl > 10*time.Second {
+		t.Fatalf("successor TTL %v, %v: want its own 10s lease", ttl, err)
 	}
 	if got := rdb.HGet(ctx, "lock:{stale}:lock", "owner").Val(); got != successor.Token() {
 		t.Fatalf("owner on the server %q, want the successor's token", got)
@@ -268,10 +267,10 @@ func TestRefreshExtendsServerTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ttl < 59*time.Second || ttl > time.Minute {
+	if ttl <= 30*time.Second || ttl > time.Minute {
 		t.Fatalf("TTL after Refresh(1m) = %v", ttl)
 	}
-	if pttl := rdb.PTTL(ctx, "lock:{refresh}:lock").Val(); pttl < 59*time.Second {
+	if pttl := rdb.PTTL(ctx, "lock:{refresh}:lock").Val(); pttl <= 30*time.Second {
 		t.Fatalf("server PTTL %v after Refresh(1m)", pttl)
 	}
 	if !lk.Deadline().After(before.Add(50 * time.Second)) {
@@ -300,15 +299,17 @@ func TestKeyLayout(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lk, err := c.TryAcquire(ctx, "order:42", time.Second)
+	const ttl = 30 * time.Second
+	lk, err := c.TryAcquire(ctx, "order:42", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := rdb.HGetAll(ctx, "shop:{order:42}:lock").Val()
 	serverNow := rdb.Time(ctx).Val().UnixMilli()
 	ends, _ := strconv.ParseInt(got["t:"+lk.Token()], 10, 64)
-	if ends <= serverNow || ends > serverNow+1000 {
-		t.Fatalf("hold field t:%s = %q, want the lease's end in server ms (now %d + up to 1000)", lk.Token(), got["t:"+lk.Token()], serverNow)
+	if ends <= serverNow || ends > serverNow+ttl.Milliseconds() {
+		t.Fatalf("hold field t:%s = %q, want the lease's end in server ms (now %d + up to %d)",
+			lk.Token(), got["t:"+lk.Token()], serverNow, ttl.Milliseconds())
 	}
 	got["t:"+lk.Token()] = "ends"
 	want := map[string]string{"owner": lk.Token(), "fence": fmt.Sprint(lk.Fence()), "t:" + lk.Token(): "ends"}

@@ -4,19 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
 )
 
+// noFallback is a retry strategy whose fallback timer is far longer than
+// any bound these tests wait: a waiter that gets the lock in time was woken
+// by a release (or found the lease ended), never by its timer.
+var noFallback = fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 5 * time.Minute})
+
 // A release wakes a waiter at once, although the holder's lease is long.
+// (How fast exactly is a timing property: timing_test.go, on the memory
+// backend.)
 func TestWaiterWokenOnRelease(t *testing.T) {
-	_, rdb := startRedis(t)
-	holder, waiter := newClient(t, rdb), newClient(t, rdb)
-	ctx := ctxTimeout(t, 20*time.Second)
+	srv, rdb := startRedis(t)
+	holder := newClient(t, rdb)
+	attempts := &acquireAttempts{}
+	waitRdb := newRedisClient(t, srv.Addr())
+	waitRdb.AddHook(attempts)
+	waiter := newClient(t, waitRdb)
+	ctx := ctxTimeout(t, 60*time.Second)
 	lk, err := holder.TryAcquire(ctx, "wake", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -24,14 +39,21 @@ func TestWaiterWokenOnRelease(t *testing.T) {
 	type result struct {
 		lk  *fencelock.Lock
 		err error
-		at  time.Time
 	}
 	got := make(chan result, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx, "wake", 30*time.Second)
-		got <- result{l, err, time.Now()}
+		l, err := waiter.Acquire(ctx, "wake", 30*time.Second, noFallback)
+		got <- result{l, err}
 	}()
-	time.Sleep(300 * time.Millisecond) // the waiter is subscribed and asleep
+	// The waiter tries, finds the lock held, subscribes and tries once more
+	// before it sleeps: after two answered attempts only a wake-up makes it
+	// try again.
+	waitUntil(t, 20*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.n.Load() >= 2 })
+	select {
+	case r := <-got:
+		t.Fatalf("the waiter returned while the lock was held: %v", r.err)
+	default:
+	}
 	released := time.Now()
 	if err := lk.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -41,64 +63,90 @@ func TestWaiterWokenOnRelease(t *testing.T) {
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		if d := r.at.Sub(released); d > 100*time.Millisecond {
-			t.Fatalf("waiter woke %v after the release, want within 100ms", d)
-		}
+		t.Logf("the waiter had the lock %v after the release began", time.Since(released))
 		if r.lk.Fence() <= lk.Fence() {
 			t.Fatalf("waiter's fence %d not above %d", r.lk.Fence(), lk.Fence())
 		}
-	case <-time.After(5 * time.Second):
+		r.lk.Release(ctx)
+	case <-time.After(15 * time.Second): // far below the 30s lease and the fallback timer
 		t.Fatal("waiter not woken by the release")
 	}
 }
 
 // A lease that ends without a release (a crashed holder) is noticed through
 // the holder's remaining TTL, not after a long backoff, also when an attempt
-// lands in the lease's last millisecond.
+// lands in the lease's last millisecond. The crashed holder takes the lock
+// through the backend directly: a Client would release a lapsed lock in the
+// background, and the release message would wake the waiter.
 func TestWaiterTakesExpiredLease(t *testing.T) {
 	_, rdb := startRedis(t)
-	holder, waiter := newClient(t, rdb), newClient(t, rdb)
-	ctx := ctxTimeout(t, 30*time.Second)
-	const ttl = 200 * time.Millisecond
+	crashed := redisbackend.New(rdb)
+	t.Cleanup(func() { crashed.Close() })
+	waiter := newClient(t, rdb)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	const ttl = 300 * time.Millisecond
 	for i := range 8 {
 		key := fmt.Sprintf("crash-%d", i)
-		acquired := time.Now()
-		if _, err := holder.TryAcquire(ctx, key, ttl); err != nil {
-			t.Fatal(err)
+		res, err := crashed.Acquire(ctx, fencelock.AcquireRequest{
+			LockRef: fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: key, Token: fmt.Sprintf("crashed-%d", i)},
+			Owner:   "crashed",
+			TTL:     ttl,
+		})
+		if err != nil || !res.Acquired {
+			t.Fatalf("round %d: the crashed holder's acquire: %+v %v", i, res, err)
 		}
-		lk, err := waiter.Acquire(ctx, key, time.Second, fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 10 * time.Second}))
+		// The fallback timer is minutes: only the holder's remaining TTL
+		// can wake the waiter within the bound below.
+		start := time.Now()
+		lk, err := waiter.Acquire(ctx, key, time.Second, noFallback, fencelock.WithWait(20*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("round %d: %v (the waiter did not notice the lease end)", i, err)
 		}
-		if d := time.Since(acquired); d > ttl+100*time.Millisecond {
-			t.Fatalf("round %d: took the expired lock after %v, want soon after the %v lease", i, d, ttl)
+		t.Logf("round %d: took the expired lock after %v (lease %v)", i, time.Since(start), ttl)
+		if lk.Fence() <= res.Fence {
+			t.Fatalf("round %d: fence %d not above the crashed holder's %d", i, lk.Fence(), res.Fence)
 		}
 		lk.Release(ctx)
 	}
 }
 
 func TestWaitEnds(t *testing.T) {
-	_, rdb := startRedis(t)
-	holder, waiter := newClient(t, rdb), newClient(t, rdb)
-	ctx := ctxTimeout(t, 20*time.Second)
+	srv, rdb := startRedis(t)
+	holder := newClient(t, rdb)
+	attempts := &acquireAttempts{}
+	waitRdb := newRedisClient(t, srv.Addr())
+	waitRdb.AddHook(attempts)
+	waiter := newClient(t, waitRdb)
+	ctx := ctxTimeout(t, 60*time.Second)
 	if _, err := holder.TryAcquire(ctx, "busy", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("context cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
-		time.AfterFunc(100*time.Millisecond, cancel)
-		start := time.Now()
-		_, err := waiter.Acquire(ctx, "busy", time.Second)
-		if !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("got %v, want ErrNotAcquired and context.Canceled", err)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("returned %v after the cancel", d)
+		defer cancel()
+		before := attempts.n.Load()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := waiter.Acquire(ctx, "busy", time.Second, noFallback)
+			errc <- err
+		}()
+		// Cancel once the waiter is asleep (two answered attempts).
+		waitUntil(t, 20*time.Second, "two acquire attempts", func() bool { return attempts.n.Load() >= before+2 })
+		cancel()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+				t.Fatalf("got %v, want ErrNotAcquired and context.Canceled", err)
+			}
+		case <-time.After(15 * time.Second): // far below the fallback timer and the 30s lease
+			t.Fatal("the wait did not end with its context")
 		}
 	})
 	t.Run("context deadline", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		// Long enough for the first attempt to be answered: a deadline
+		// that cuts the only attempt short is an outage, not contention.
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err := waiter.Acquire(ctx, "busy", time.Second)
 		if !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
@@ -106,16 +154,18 @@ func TestWaitEnds(t *testing.T) {
 		}
 	})
 	t.Run("WithWait", func(t *testing.T) {
+		const wait = time.Second
 		start := time.Now()
-		_, err := waiter.Acquire(ctx, "busy", time.Second, fencelock.WithWait(200*time.Millisecond))
+		_, err := waiter.Acquire(ctx, "busy", time.Second, fencelock.WithWait(wait))
 		if !errors.Is(err, fencelock.ErrNotAcquired) {
 			t.Fatalf("got %v, want ErrNotAcquired", err)
 		}
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v: the caller's context did not end", err)
 		}
-		if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
-			t.Fatalf("WithWait(200ms) waited %v (holder's lease is 30s)", d)
+		// Not before the wait is over; long before the holder's 30s lease.
+		if d := time.Since(start); d < wait || d > 15*time.Second {
+			t.Fatalf("WithWait(%v) waited %v (holder's lease is 30s)", wait, d)
 		}
 		var na *fencelock.NotAcquiredError
 		if !errors.As(err, &na) || na.Attempts < 2 {
@@ -123,17 +173,15 @@ func TestWaitEnds(t *testing.T) {
 		}
 	})
 	t.Run("WithWait(0) takes a free lock", func(t *testing.T) {
-		for _, wait := range []time.Duration{0} {
-			lk, err := waiter.Acquire(ctx, "free", time.Second, fencelock.WithWait(wait))
-			if err != nil {
-				t.Fatalf("WithWait(%v) on a free key: %v", wait, err)
-			}
-			lk.Release(ctx)
-			ran := false
-			err = waiter.Do(ctx, "free", time.Second, func(context.Context, *fencelock.Lock) error { ran = true; return nil }, fencelock.WithWait(wait))
-			if err != nil || !ran {
-				t.Fatalf("Do with WithWait(%v) on a free key: %v", wait, err)
-			}
+		lk, err := waiter.Acquire(ctx, "free", time.Second, fencelock.WithWait(0))
+		if err != nil {
+			t.Fatalf("WithWait(0) on a free key: %v", err)
+		}
+		lk.Release(ctx)
+		ran := false
+		err = waiter.Do(ctx, "free", time.Second, func(context.Context, *fencelock.Lock) error { ran = true; return nil }, fencelock.WithWait(0))
+		if err != nil || !ran {
+			t.Fatalf("Do with WithWait(0) on a free key: %v", err)
 		}
 	})
 	t.Run("WithWait(0) is one attempt", func(t *testing.T) {
@@ -149,7 +197,7 @@ func TestCloseEndsWaitsAndReleases(t *testing.T) {
 	_, rdb := startRedis(t)
 	holder := newClient(t, rdb)
 	c := fencelock.New(redisbackend.New(rdb))
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := ctxTimeout(t, 60*time.Second)
 	if _, err := holder.TryAcquire(ctx, "busy", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -157,22 +205,28 @@ func TestCloseEndsWaitsAndReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const waiters = 5
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
-	for range 5 {
+	errs := make(chan error, waiters)
+	for range waiters {
 		wg.Go(func() {
 			_, err := c.Acquire(ctx, "busy", time.Second)
 			errs <- err
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Close once every waiter is waiting: the first asleep between attempts,
+	// the others in the Client's line behind it.
+	waitUntil(t, 20*time.Second, "five waiting Acquire calls", func() bool {
+		return goroutinesIn(waiterSleep) == 1 && goroutinesIn(waiterInLine) == waiters-1
+	})
 	start := time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
 	close(errs)
-	if d := time.Since(start); d > time.Second {
+	// Close ends the waits instead of waiting for the holder's 30s lease.
+	if d := time.Since(start); d > 15*time.Second {
 		t.Fatalf("Close took %v", d)
 	}
 	for err := range errs {
@@ -203,7 +257,7 @@ func TestWaitersOfOneClientQueue(t *testing.T) {
 	waitRdb := newRedisClient(t, rdb.Options().Addr)
 	waitRdb.AddHook(hook)
 	c := newClient(t, waitRdb)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := ctxTimeout(t, 60*time.Second)
 	lk, err := holder.TryAcquire(ctx, "line", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -219,10 +273,14 @@ func TestWaitersOfOneClientQueue(t *testing.T) {
 				return
 			}
 			order <- i
-			time.Sleep(20 * time.Millisecond)
 			l.Release(ctx)
 		})
-		time.Sleep(50 * time.Millisecond) // they ask in order 0..n-1
+		// They ask in order 0..n-1: the next one starts once this one has
+		// its place (the first one asleep between attempts, the others in
+		// line behind it).
+		waitUntil(t, 20*time.Second, fmt.Sprintf("waiter %d in line", i), func() bool {
+			return goroutinesIn(waiterSleep) == 1 && goroutinesIn(waiterInLine) == i
+		})
 	}
 	hook.reset()
 	lk.Release(ctx)
@@ -259,8 +317,98 @@ func TestContextAlreadyDone(t *testing.T) {
 	if !errors.As(err, &na) || !errors.Is(err, context.Canceled) || na.Attempts != 0 {
 		t.Fatalf("Acquire: %v, want ErrNotAcquired and context.Canceled after 0 attempts", err)
 	}
-	time.Sleep(50 * time.Millisecond) // a clean-up would run in the background
+	// A clean-up would run in the background; Close waits for background
+	// releases, so after it every command the calls caused has been sent.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if n := hook.reset(); n != 0 {
 		t.Fatalf("%d commands sent for calls whose context was already done", n)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after limit. The
+// limit only bounds a hang: make it generous (the machine may be loaded).
+func waitUntil(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		<-tick.C
+	}
+}
+
+// Frames of a waiting Acquire, as goroutine stacks show them: asleep between
+// attempts (the head of the Client's line for the key), and waiting for its
+// turn in that line.
+const (
+	waiterSleep  = "fencelock.(*waiter).sleep("
+	waiterInLine = "fencelock.(*waiter).awaitTurn("
+)
+
+// goroutinesIn returns how many goroutines have the function frame in their
+// stacks. Tests use it to learn that Acquire calls are waiting where nothing
+// outside the process shows it (a goroutine in its Client's line sends
+// nothing). The root package's tests do not run in parallel, so the count
+// is the calling test's.
+func goroutinesIn(frame string) int {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, frame) {
+			count++
+		}
+	}
+	return count
+}
+
+// acquireAttempts counts the acquire attempts a go-redis client had answered:
+// the acquire script (EVAL or EVALSHA with 3 keys), not counting a NOSCRIPT
+// reply (the same attempt follows as EVAL).
+type acquireAttempts struct{ n atomic.Int64 }
+
+func (h *acquireAttempts) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return
+	}
+	if name, _ := args[0].(string); name != "eval" && name != "evalsha" {
+		return
+	}
+	if keys, _ := args[2].(int); keys != 3 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return
+	}
+	h.n.Add(1)
+}
+
+func (h *acquireAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *acquireAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(cmd)
+		return err
+	}
+}
+
+func (h *acquireAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return err
 	}
 }

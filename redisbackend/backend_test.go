@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,22 +33,30 @@ func acquireReq(key, token, owner string, ttl time.Duration) fencelock.AcquireRe
 }
 
 // A retried acquire with the same token (its first reply was lost) succeeds
-// without a second hold or a new fence.
+// without a second hold or a new fence, and its lease starts again.
 func TestAcquireRetryIsIdempotent(t *testing.T) {
 	b, rdb := newBackend(t)
 	ctx := context.Background()
-	req := acquireReq("k", "tok1", "tok1", time.Second)
+	const ttl = 10 * time.Second
+	req := acquireReq("k", "tok1", "tok1", ttl)
 	first, err := b.Acquire(ctx, req)
 	if err != nil || !first.Acquired {
 		t.Fatalf("first: %+v %v", first, err)
 	}
-	rdb.PExpire(ctx, "t:{k}:lock", 100*time.Millisecond) // time passed before the retry
+	// Time passed before the retry: the hold's lease (its t:TOKEN field,
+	// server ms) and the key's expiry, which follows it, end in 100ms.
+	serverNow := rdb.Time(ctx).Val().UnixMilli()
+	rdb.HSet(ctx, "t:{k}:lock", "t:tok1", serverNow+100)
+	rdb.PExpire(ctx, "t:{k}:lock", 100*time.Millisecond)
 	again, err := b.Acquire(ctx, req)
 	if err != nil || !again.Acquired || again.Fence != first.Fence || again.Holds != 1 {
 		t.Fatalf("retry: %+v %v, want acquired, fence %d, 1 hold", again, err, first.Fence)
 	}
-	if pttl := rdb.PTTL(ctx, "t:{k}:lock").Val(); pttl < 900*time.Millisecond {
+	if pttl := rdb.PTTL(ctx, "t:{k}:lock").Val(); pttl <= ttl/2 {
 		t.Fatalf("the retry did not restore the lease: PTTL %v", pttl)
+	}
+	if left, err := b.TTL(ctx, req.LockRef); err != nil || left <= ttl/2 {
+		t.Fatalf("the retry did not restore the hold's lease: TTL %v %v", left, err)
 	}
 	res, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef})
 	if err != nil || !res.Held || res.Remaining != 0 {
@@ -86,27 +95,53 @@ func TestReentryAndRetryOfReentry(t *testing.T) {
 	}
 }
 
-// Without pub/sub, waiters poll, bounded by the holder's lease.
+// Without pub/sub, waiters poll on their retry timer: a waiter in another
+// process gets the lock after a release, long before the holder's lease
+// ends, without subscribing.
 func TestWithoutReleaseNotifications(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	c := fencelock.New(redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications()))
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	attempts := &acquireAttempts{}
+	waitRdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { waitRdb.Close() })
+	waitRdb.AddHook(attempts)
+	holder := fencelock.New(redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications()))
+	t.Cleanup(func() { holder.Close() })
+	waiter := fencelock.New(redisbackend.New(waitRdb, redisbackend.WithoutReleaseNotifications()))
+	t.Cleanup(func() { waiter.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	lk, err := c.TryAcquire(ctx, "poll", 30*time.Second)
+	const lease = 10 * time.Minute
+	lk, err := holder.TryAcquire(ctx, "poll", lease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(100*time.Millisecond, func() { lk.Release(context.Background()) })
-	next, err := c.Acquire(ctx, "poll", time.Second, fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 50 * time.Millisecond}))
-	if err != nil {
+	type result struct {
+		lk  *fencelock.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		next, err := waiter.Acquire(ctx, "poll", time.Second, fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 50 * time.Millisecond}))
+		got <- result{next, err}
+	}()
+	// Release once the waiter has polled and found the lock held.
+	pollUntil(t, 20*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.n.Load() >= 2 })
+	if n := rdb.PubSubNumSub(ctx, "lock:{poll}:released").Val()["lock:{poll}:released"]; n != 0 {
+		t.Fatalf("%d subscribers to the release channel without notifications", n)
+	}
+	if err := lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if next.Fence() <= lk.Fence() {
+	r := <-got // bounded by ctx, far below the holder's lease
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.lk.Fence() <= lk.Fence() {
 		t.Fatal("fence did not increase")
 	}
+	r.lk.Release(ctx)
 }
 
 // Names that would break the Cluster hash tag are refused with an error
@@ -164,5 +199,60 @@ func TestFenceCounterExpiry(t *testing.T) {
 	plain.Acquire(ctx, acquireReq("e", "a", "a", time.Second))
 	if ttl := rdb2.PTTL(ctx, "t:{e}:fence").Val(); ttl != -1 {
 		t.Fatalf("counter PTTL %v without the option, want none", ttl)
+	}
+}
+
+// pollUntil polls cond until it holds, failing the test after limit. The
+// limit only bounds a hang: make it generous (the machine may be loaded).
+func pollUntil(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		<-tick.C
+	}
+}
+
+// acquireAttempts counts the acquire attempts a go-redis client had answered:
+// the acquire script (EVAL or EVALSHA with 3 keys), not counting a NOSCRIPT
+// reply (the same attempt follows as EVAL). On a ClusterClient it counts
+// attempts to every node.
+type acquireAttempts struct{ n atomic.Int64 }
+
+func (h *acquireAttempts) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return
+	}
+	if name, _ := args[0].(string); name != "eval" && name != "evalsha" {
+		return
+	}
+	if keys, _ := args[2].(int); keys != 3 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return
+	}
+	h.n.Add(1)
+}
+
+func (h *acquireAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *acquireAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(cmd)
+		return err
+	}
+}
+
+func (h *acquireAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return err
 	}
 }

@@ -142,14 +142,14 @@ func BenchmarkContended(b *testing.B) {
 				if inside.Add(1) > 1 {
 					overlaps.Add(1)
 				}
-				time.Sleep(contendedHold)
+				time.Sleep(contendedHold) // the workload: work inside the lock
 				inside.Add(-1)
 
 				if err := lk.Release(ctx); err != nil {
 					b.Error(err)
 					return
 				}
-				time.Sleep(contendedPause)
+				time.Sleep(contendedPause) // the workload: work between acquisitions
 			}
 		})
 	}

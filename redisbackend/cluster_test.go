@@ -319,16 +319,16 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-// TestClusterAutoRenew keeps 30 locks spread over the 3 masters for 1.5 s
-// with a 300 ms lease renewed every 100 ms: the renewal batches are cluster
+// TestClusterAutoRenew keeps 30 locks spread over the 3 masters past their
+// 3 s lease, renewed every 500 ms: the renewal batches are cluster
 // pipelines that go to every node, and no lock is lost.
 func TestClusterAutoRenew(t *testing.T) {
 	t.Parallel()
 	const (
 		n        = 30
-		ttl      = 300 * time.Millisecond
-		interval = 100 * time.Millisecond
-		hold     = 1500 * time.Millisecond
+		ttl      = 3 * time.Second
+		interval = 500 * time.Millisecond
+		rounds   = 4 // renewals of each lock to wait for
 	)
 	cl := servertest.RedisCluster(t, 3)
 	direct := directClients(t, cl)
@@ -348,7 +348,7 @@ func TestClusterAutoRenew(t *testing.T) {
 	var logs lockedBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c := newTopoClient(t, rdb, fencelock.WithLogger(logger))
-	ctx := topoCtx(t, 30*time.Second)
+	ctx := topoCtx(t, 2*time.Minute)
 
 	// Take the locks at about the same time, so that they come due together.
 	locks := make([]*fencelock.Lock, n)
@@ -370,21 +370,41 @@ func TestClusterAutoRenew(t *testing.T) {
 		checkNoRedirect(t, err)
 		t.Fatal(err)
 	}
+	// The leases granted at acquisition have ended by then: a lock still
+	// held afterwards was kept by its renewals.
+	firstLeasesEnd := time.Now().Add(ttl)
 	rec.record(true)
-	time.Sleep(hold)
+	pollUntil(t, time.Minute, "renewals past the first leases", func() bool {
+		rec.mu.Lock()
+		renewed := 0
+		for _, b := range rec.batches {
+			renewed += b
+		}
+		rec.mu.Unlock()
+		return renewed >= n*rounds && time.Now().After(firstLeasesEnd)
+	})
 	rec.record(false)
 
 	for i, lk := range locks {
 		if !lk.Held() || lk.Err() != nil {
-			t.Errorf("%s: held %v, err %v after %v", keys[i], lk.Held(), lk.Err(), hold)
+			t.Errorf("%s: held %v, err %v after its first lease", keys[i], lk.Held(), lk.Err())
 		}
 		pttl, err := direct[keyNode[keys[i]]].PTTL(ctx, lockKey(fencelock.DefaultNamespace, keys[i])).Result()
 		if err != nil || pttl <= 0 {
 			t.Errorf("%s: PTTL on its node = %v, %v", keys[i], pttl, err)
 		}
 	}
-	if s := logs.String(); s != "" {
-		t.Errorf("warnings while renewing:\n%s", s)
+	// A renewal that timed out on a loaded machine is retried (and logged);
+	// any other warning (a lost lock, a cluster error) is a failure.
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		switch {
+		case line == "":
+		case strings.Contains(line, "renewal failed") &&
+			(strings.Contains(line, "deadline exceeded") || strings.Contains(line, "timeout")):
+			t.Logf("tolerated: %s", line)
+		default:
+			t.Errorf("warning while renewing: %s", line)
+		}
 	}
 
 	rec.mu.Lock()
@@ -398,11 +418,6 @@ func TestClusterAutoRenew(t *testing.T) {
 	}
 	t.Logf("%d renewal batches (%d renewals, largest %d, widest %d nodes); node pipelines %v",
 		len(batches), renewed, largest, widest, perNode)
-	// Every lock is renewed about hold/interval times; allow for the slack
-	// with which renewals are grouped.
-	if want := n * int(hold/interval) / 2; renewed < want {
-		t.Errorf("%d renewals in %v, want at least %d", renewed, hold, want)
-	}
 	if len(batches) >= renewed {
 		t.Errorf("%d batches for %d renewals: renewals are not batched", len(batches), renewed)
 	}
@@ -446,16 +461,15 @@ func subscribers(ctx context.Context, t *testing.T, direct map[string]*redis.Cli
 // returns that node.
 func waitSubscribed(ctx context.Context, t *testing.T, direct map[string]*redis.Client, channel string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var node string
+	pollUntil(t, 30*time.Second, "a subscriber to "+channel, func() bool {
 		for addr := range subscribers(ctx, t, direct, channel) {
-			return addr
+			node = addr
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nobody subscribed to %s within 5s", channel)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return node
 }
 
 // acquired is the outcome of a waiting Acquire.
@@ -465,27 +479,39 @@ type acquired struct {
 	at  time.Time
 }
 
-// wakeLatency has waiter wait for key, held by holder with a 30 s lease,
-// releases the lock once the waiter is subscribed (on the node returned),
-// and returns how long after the release began the waiter had the lock.
-// The waiter's fallback timer is 10-20 s, so only the release message can
-// wake it in time.
-func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Client, direct map[string]*redis.Client, key string) (time.Duration, string) {
+// waitFallback is the waiter's fallback timer in the wake-up tests: longer
+// than they wait for a wake-up, so that only the release message can wake
+// the waiter in time.
+const (
+	waitFallback = 2 * time.Minute
+	wakeBound    = 30 * time.Second
+)
+
+// wakeLatency has waiter wait for key, held by holder with a long lease,
+// releases the lock once the waiter is subscribed (on the node returned)
+// and asleep, and returns how long after the release began the waiter had
+// the lock. attempts counts the waiter's acquire attempts.
+func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Client, attempts *acquireAttempts, direct map[string]*redis.Client, key string) (time.Duration, string) {
 	t.Helper()
-	lk, err := holder.TryAcquire(ctx, key, 30*time.Second)
+	lk, err := holder.TryAcquire(ctx, key, 5*time.Minute)
 	if err != nil {
 		checkNoRedirect(t, err)
 		t.Fatalf("%s: TryAcquire: %v", key, err)
 	}
+	before := attempts.n.Load()
 	done := make(chan acquired, 1)
 	go func() {
 		wl, err := waiter.Acquire(ctx, key, 30*time.Second,
-			fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 20 * time.Second}),
-			fencelock.WithWait(25*time.Second))
+			fencelock.WithRetry(fencelock.ConstantBackoff{Delay: waitFallback}),
+			fencelock.WithWait(waitFallback))
 		done <- acquired{wl, err, time.Now()}
 	}()
 	subNode := waitSubscribed(ctx, t, direct, channelOf(fencelock.DefaultNamespace, key))
-	time.Sleep(100 * time.Millisecond) // let the waiter make its attempt and sleep
+	// The waiter tries once more after subscribing, then sleeps: after two
+	// answered attempts only a wake-up makes it try again.
+	pollUntil(t, 30*time.Second, key+": two acquire attempts by the waiter", func() bool {
+		return attempts.n.Load() >= before+2
+	})
 
 	select {
 	case r := <-done:
@@ -499,8 +525,8 @@ func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Cl
 	var r acquired
 	select {
 	case r = <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: waiter not woken within 5s of the release", key)
+	case <-time.After(wakeBound):
+		t.Fatalf("%s: waiter not woken within %v of the release", key, wakeBound)
 	}
 	if r.err != nil {
 		checkNoRedirect(t, r.err)
@@ -518,17 +544,20 @@ func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Cl
 // TestClusterWaiterWokenByRelease checks that a waiter on a cluster key is
 // woken by the release message, for keys on every node. The waiter's Backend
 // has one pub/sub connection, to one node; a release on another node reaches
-// it because Redis Cluster broadcasts PUBLISH to every node.
+// it because Redis Cluster broadcasts PUBLISH to every node. (How fast a
+// release wakes a waiter is a timing property: the root package's
+// timing_test.go, on the memory backend.)
 func TestClusterWaiterWokenByRelease(t *testing.T) {
 	t.Parallel()
-	const maxLatency = 100 * time.Millisecond
 	cl := servertest.RedisCluster(t, 3)
 	direct := directClients(t, cl)
 	holderRDB := newClusterRDB(t, cl, nil)
 	waiterRDB := newClusterRDB(t, cl, nil)
+	attempts := &acquireAttempts{}
+	waiterRDB.AddHook(attempts)
 	holder := newTopoClient(t, holderRDB)
 	waiter := newTopoClient(t, waiterRDB)
-	ctx := topoCtx(t, 60*time.Second)
+	ctx := topoCtx(t, 5*time.Minute)
 
 	// One key per node, each used twice.
 	keys, keyNode := keysPerNode(t, cl, holderRDB, fencelock.DefaultNamespace, "wake", 20)
@@ -543,12 +572,9 @@ func TestClusterWaiterWokenByRelease(t *testing.T) {
 	crossNode := 0
 	for round := range 2 {
 		for _, key := range perNode {
-			latency, subNode := wakeLatency(ctx, t, holder, waiter, direct, key)
+			latency, subNode := wakeLatency(ctx, t, holder, waiter, attempts, direct, key)
 			t.Logf("round %d: %s (node %s, waiter subscribed on %s): waiter had the lock %v after the release began",
 				round, key, keyNode[key], subNode, latency.Round(100*time.Microsecond))
-			if latency > maxLatency {
-				t.Errorf("%s: waiter took %v to get the released lock, want under %v", key, latency, maxLatency)
-			}
 			if subNode != keyNode[key] {
 				crossNode++
 			}
@@ -597,7 +623,7 @@ func TestClusterMutualExclusion(t *testing.T) {
 					}
 					lastFence = lk.Fence()
 					mu.Unlock()
-					time.Sleep(500 * time.Microsecond)
+					time.Sleep(500 * time.Microsecond) // the holder works inside the lock
 					inside.Add(-1)
 					total.Add(1)
 					if err := lk.Release(ctx); err != nil {
@@ -625,8 +651,11 @@ func TestSentinel(t *testing.T) {
 	direct := redis.NewClient(&redis.Options{Addr: master.Addr(), ReadTimeout: topoTimeout, WriteTimeout: topoTimeout})
 	t.Cleanup(func() { direct.Close() })
 	c1 := newTopoClient(t, newFailoverRDB(t, sentinel))
-	c2 := newTopoClient(t, newFailoverRDB(t, sentinel))
-	ctx := topoCtx(t, 30*time.Second)
+	attempts := &acquireAttempts{}
+	rdb2 := newFailoverRDB(t, sentinel)
+	rdb2.AddHook(attempts)
+	c2 := newTopoClient(t, rdb2)
+	ctx := topoCtx(t, 5*time.Minute)
 	const key = "job"
 
 	lk1, err := c1.TryAcquire(ctx, key, 10*time.Second)
@@ -642,19 +671,29 @@ func TestSentinel(t *testing.T) {
 	if _, err := c2.TryAcquire(ctx, key, 10*time.Second); !errors.Is(err, fencelock.ErrNotAcquired) {
 		t.Fatalf("second TryAcquire: %v, want ErrNotAcquired", err)
 	}
-	if err := lk1.Refresh(ctx, 30*time.Second); err != nil {
+	// A lease far longer than the wait for the wake-up below: the waiter's
+	// timer, capped at the holder's remaining lease, cannot wake it in time.
+	if err := lk1.Refresh(ctx, 5*time.Minute); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
 
+	before := attempts.n.Load()
 	done := make(chan acquired, 1)
 	go func() {
 		lk, err := c2.Acquire(ctx, key, 10*time.Second,
-			fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 20 * time.Second}),
-			fencelock.WithWait(25*time.Second))
+			fencelock.WithRetry(fencelock.ConstantBackoff{Delay: waitFallback}),
+			fencelock.WithWait(waitFallback))
 		done <- acquired{lk, err, time.Now()}
 	}()
 	waitSubscribed(ctx, t, map[string]*redis.Client{master.Addr(): direct}, channelOf(fencelock.DefaultNamespace, key))
-	time.Sleep(100 * time.Millisecond)
+	// Release once the waiter is asleep (its attempt after subscribing was
+	// answered): only the release message can wake it in time.
+	pollUntil(t, 30*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.n.Load() >= before+2 })
+	select {
+	case r := <-done:
+		t.Fatalf("waiter returned while the lock was held: %v", r.err)
+	default:
+	}
 	start := time.Now()
 	if err := lk1.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -662,17 +701,14 @@ func TestSentinel(t *testing.T) {
 	var r acquired
 	select {
 	case r = <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not woken within 5s of the release")
+	case <-time.After(wakeBound):
+		t.Fatalf("waiter not woken within %v of the release", wakeBound)
 	}
 	if r.err != nil {
 		t.Fatalf("waiter: %v", r.err)
 	}
 	latency := r.at.Sub(start)
 	t.Logf("waiter had the lock %v after the release began", latency.Round(100*time.Microsecond))
-	if latency > 250*time.Millisecond {
-		t.Errorf("waiter took %v to get the released lock", latency)
-	}
 	if r.lk.Fence() <= lk1.Fence() {
 		t.Errorf("waiter's fence %d not above %d", r.lk.Fence(), lk1.Fence())
 	}

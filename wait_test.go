@@ -7,13 +7,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
-	"github.com/redis/go-redis/v9"
 )
 
 // noFallback is a retry strategy whose fallback timer is far longer than
@@ -27,7 +26,7 @@ var noFallback = fencelock.WithRetry(fencelock.ConstantBackoff{Delay: 5 * time.M
 func TestWaiterWokenOnRelease(t *testing.T) {
 	srv, rdb := startRedis(t)
 	holder := newClient(t, rdb)
-	attempts := &acquireAttempts{}
+	attempts := &servertest.AcquireAttempts{}
 	waitRdb := newRedisClient(t, srv.Addr())
 	waitRdb.AddHook(attempts)
 	waiter := newClient(t, waitRdb)
@@ -48,7 +47,7 @@ func TestWaiterWokenOnRelease(t *testing.T) {
 	// The waiter tries, finds the lock held, subscribes and tries once more
 	// before it sleeps: after two answered attempts only a wake-up makes it
 	// try again.
-	waitUntil(t, 20*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.n.Load() >= 2 })
+	waitUntil(t, 20*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.Load() >= 2 })
 	select {
 	case r := <-got:
 		t.Fatalf("the waiter returned while the lock was held: %v", r.err)
@@ -113,7 +112,7 @@ func TestWaiterTakesExpiredLease(t *testing.T) {
 func TestWaitEnds(t *testing.T) {
 	srv, rdb := startRedis(t)
 	holder := newClient(t, rdb)
-	attempts := &acquireAttempts{}
+	attempts := &servertest.AcquireAttempts{}
 	waitRdb := newRedisClient(t, srv.Addr())
 	waitRdb.AddHook(attempts)
 	waiter := newClient(t, waitRdb)
@@ -125,14 +124,14 @@ func TestWaitEnds(t *testing.T) {
 	t.Run("context cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		before := attempts.n.Load()
+		before := attempts.Load()
 		errc := make(chan error, 1)
 		go func() {
 			_, err := waiter.Acquire(ctx, "busy", time.Second, noFallback)
 			errc <- err
 		}()
 		// Cancel once the waiter is asleep (two answered attempts).
-		waitUntil(t, 20*time.Second, "two acquire attempts", func() bool { return attempts.n.Load() >= before+2 })
+		waitUntil(t, 20*time.Second, "two acquire attempts", func() bool { return attempts.Load() >= before+2 })
 		cancel()
 		select {
 		case err := <-errc:
@@ -372,43 +371,4 @@ func goroutinesIn(frame string) int {
 		}
 	}
 	return count
-}
-
-// acquireAttempts counts the acquire attempts a go-redis client had answered:
-// the acquire script (EVAL or EVALSHA with 3 keys), not counting a NOSCRIPT
-// reply (the same attempt follows as EVAL).
-type acquireAttempts struct{ n atomic.Int64 }
-
-func (h *acquireAttempts) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3 {
-		return
-	}
-	if name, _ := args[0].(string); name != "eval" && name != "evalsha" {
-		return
-	}
-	if keys, _ := args[2].(int); keys != 3 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		return
-	}
-	h.n.Add(1)
-}
-
-func (h *acquireAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *acquireAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
-	}
-}
-
-func (h *acquireAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return err
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,7 +101,7 @@ func TestWithoutReleaseNotifications(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	attempts := &acquireAttempts{}
+	attempts := &servertest.AcquireAttempts{}
 	waitRdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { waitRdb.Close() })
 	waitRdb.AddHook(attempts)
@@ -127,7 +126,7 @@ func TestWithoutReleaseNotifications(t *testing.T) {
 		got <- result{next, err}
 	}()
 	// Release once the waiter has polled and found the lock held.
-	pollUntil(t, 20*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.n.Load() >= 2 })
+	pollUntil(t, 20*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.Load() >= 2 })
 	if n := rdb.PubSubNumSub(ctx, "lock:{poll}:released").Val()["lock:{poll}:released"]; n != 0 {
 		t.Fatalf("%d subscribers to the release channel without notifications", n)
 	}
@@ -214,45 +213,5 @@ func pollUntil(t testing.TB, limit time.Duration, what string, cond func() bool)
 			t.Fatalf("%s: not within %v", what, limit)
 		}
 		<-tick.C
-	}
-}
-
-// acquireAttempts counts the acquire attempts a go-redis client had answered:
-// the acquire script (EVAL or EVALSHA with 3 keys), not counting a NOSCRIPT
-// reply (the same attempt follows as EVAL). On a ClusterClient it counts
-// attempts to every node.
-type acquireAttempts struct{ n atomic.Int64 }
-
-func (h *acquireAttempts) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3 {
-		return
-	}
-	if name, _ := args[0].(string); name != "eval" && name != "evalsha" {
-		return
-	}
-	if keys, _ := args[2].(int); keys != 3 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		return
-	}
-	h.n.Add(1)
-}
-
-func (h *acquireAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *acquireAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
-	}
-}
-
-func (h *acquireAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return err
 	}
 }

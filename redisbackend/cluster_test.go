@@ -491,14 +491,14 @@ const (
 // releases the lock once the waiter is subscribed (on the node returned)
 // and asleep, and returns how long after the release began the waiter had
 // the lock. attempts counts the waiter's acquire attempts.
-func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Client, attempts *acquireAttempts, direct map[string]*redis.Client, key string) (time.Duration, string) {
+func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Client, attempts *servertest.AcquireAttempts, direct map[string]*redis.Client, key string) (time.Duration, string) {
 	t.Helper()
 	lk, err := holder.TryAcquire(ctx, key, 5*time.Minute)
 	if err != nil {
 		checkNoRedirect(t, err)
 		t.Fatalf("%s: TryAcquire: %v", key, err)
 	}
-	before := attempts.n.Load()
+	before := attempts.Load()
 	done := make(chan acquired, 1)
 	go func() {
 		wl, err := waiter.Acquire(ctx, key, 30*time.Second,
@@ -510,7 +510,7 @@ func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Cl
 	// The waiter tries once more after subscribing, then sleeps: after two
 	// answered attempts only a wake-up makes it try again.
 	pollUntil(t, 30*time.Second, key+": two acquire attempts by the waiter", func() bool {
-		return attempts.n.Load() >= before+2
+		return attempts.Load() >= before+2
 	})
 
 	select {
@@ -553,7 +553,7 @@ func TestClusterWaiterWokenByRelease(t *testing.T) {
 	direct := directClients(t, cl)
 	holderRDB := newClusterRDB(t, cl, nil)
 	waiterRDB := newClusterRDB(t, cl, nil)
-	attempts := &acquireAttempts{}
+	attempts := &servertest.AcquireAttempts{}
 	waiterRDB.AddHook(attempts)
 	holder := newTopoClient(t, holderRDB)
 	waiter := newTopoClient(t, waiterRDB)
@@ -651,7 +651,7 @@ func TestSentinel(t *testing.T) {
 	direct := redis.NewClient(&redis.Options{Addr: master.Addr(), ReadTimeout: topoTimeout, WriteTimeout: topoTimeout})
 	t.Cleanup(func() { direct.Close() })
 	c1 := newTopoClient(t, newFailoverRDB(t, sentinel))
-	attempts := &acquireAttempts{}
+	attempts := &servertest.AcquireAttempts{}
 	rdb2 := newFailoverRDB(t, sentinel)
 	rdb2.AddHook(attempts)
 	c2 := newTopoClient(t, rdb2)
@@ -677,7 +677,7 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("Refresh: %v", err)
 	}
 
-	before := attempts.n.Load()
+	before := attempts.Load()
 	done := make(chan acquired, 1)
 	go func() {
 		lk, err := c2.Acquire(ctx, key, 10*time.Second,
@@ -688,7 +688,7 @@ func TestSentinel(t *testing.T) {
 	waitSubscribed(ctx, t, map[string]*redis.Client{master.Addr(): direct}, channelOf(fencelock.DefaultNamespace, key))
 	// Release once the waiter is asleep (its attempt after subscribing was
 	// answered): only the release message can wake it in time.
-	pollUntil(t, 30*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.n.Load() >= before+2 })
+	pollUntil(t, 30*time.Second, "two acquire attempts by the waiter", func() bool { return attempts.Load() >= before+2 })
 	select {
 	case r := <-done:
 		t.Fatalf("waiter returned while the lock was held: %v", r.err)

@@ -82,6 +82,16 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration) 
 	return AcquireRequest{LockRef: c.ref(key, token), Owner: owner, TTL: ttl}, nil
 }
 
+// noteFence raises the Client's fence floor to fence.
+func (c *Client) noteFence(fence int64) {
+	for {
+		seen := c.maxFence.Load()
+		if fence <= seen || c.maxFence.CompareAndSwap(seen, fence) {
+			return
+		}
+	}
+}
+
 // attempt makes one acquire attempt, bounded by ctx and by the local
 // deadline of the lease it asks for: a reply after that is of no use, since
 // the lease may already have ended on the server. It returns a held Lock, or
@@ -89,6 +99,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration) 
 // errReplyTooLate. tombstone marks a Lock whose acquisition may have a late
 // copy on the way (an earlier attempt's reply was lost).
 func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireConfig, tombstone bool) (*Lock, AcquireResult, error) {
+	req.FenceFloor = c.maxFence.Load()
 	sent := now()
 	deadline := c.leaseEnd(sent, req.TTL)
 	actx, cancel := context.WithDeadlineCause(ctx, deadline, errReplyTooLate)
@@ -114,6 +125,7 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	case res.Fence <= 0:
 		return nil, AcquireResult{}, fmt.Errorf("backend returned fence %d, not positive", res.Fence)
 	}
+	c.noteFence(res.Fence)
 	lk := newLock(c, req, res, cfg.autoRenew, sent, tombstone)
 	if err := c.leases.add(lk); err != nil {
 		// Close began releasing while the request was in flight.

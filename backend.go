@@ -18,7 +18,8 @@ import (
 //   - Acquire is atomic: it takes a free lock, or re-enters a lock held by
 //     the same Owner, or leaves the lock unchanged. A new acquisition mints a
 //     fencing token strictly greater than every token minted before for that
-//     lock, in the same atomic step. Re-entry keeps the fence and adds a hold.
+//     lock, in the same atomic step, and greater than the request's
+//     FenceFloor. Re-entry keeps the fence and adds a hold.
 //     Acquire with a Token the lock already holds is a retry: it succeeds,
 //     adds no second hold, and sets that hold's lease to TTL from now, so an
 //     ambiguous timeout can be retried.
@@ -115,6 +116,11 @@ type AcquireRequest struct {
 	Owner string
 	// TTL is the lease, counted by the store from when it handles the request.
 	TTL time.Duration
+	// FenceFloor is the largest fencing token the Client has seen (for any
+	// key). A new acquisition's fence must be greater than it too, so that
+	// fences never go back even when the store forgot the last one (a
+	// promoted replica that missed it, a restart without persistence).
+	FenceFloor int64
 }
 
 // AcquireResult is the outcome of one acquire attempt.

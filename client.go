@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,10 @@ type Client struct {
 	leases   *leaseKeeper // every held lock: renewal and local lease deadlines
 	releaser *releaser    // releases to retry in the background
 	queues   waitQueues   // goroutines waiting for the same key, in order
+
+	// maxFence is the largest fence any acquisition of this Client got; it
+	// is the FenceFloor of every acquire request (see AcquireRequest).
+	maxFence atomic.Int64
 
 	ops       opCounter // calls in progress that use the backend; Close waits for them
 	closeOnce sync.Once

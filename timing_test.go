@@ -1968,3 +1968,43 @@ func TestTimingNilAndClosed(t *testing.T) {
 		})
 	})
 }
+
+// TestTimingFenceFloorAcrossForgetfulStore pins down issue 8 item 5: a
+// store that forgot its last fences (a promoted replica that missed them)
+// must not hand out a fence lower than one the Client has already seen:
+// every acquire carries the Client's largest fence as a floor.
+func TestTimingFenceFloorAcrossForgetfulStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		c := e.client("a")
+		ctx := context.Background()
+		var last int64
+		for range 5 {
+			lk, err := c.TryAcquire(ctx, "k", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = lk.Fence()
+			lk.Release(ctx)
+		}
+		e.b.ForgetFences(tmNS, "k", 1) // the failover lost the last four
+		lk, err := c.TryAcquire(ctx, "k", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lk.Fence() <= last {
+			t.Fatalf("fence %d after the store forgot its fences, want above %d (seen before)", lk.Fence(), last)
+		}
+		lk.Release(ctx)
+
+		// The floor spans keys: a fence seen on one key floors another.
+		other, err := c.TryAcquire(ctx, "other", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.Fence() <= lk.Fence() {
+			t.Fatalf("fence %d on another key, want above the Client's largest %d", other.Fence(), lk.Fence())
+		}
+		other.Release(ctx)
+	})
+}

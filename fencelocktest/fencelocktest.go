@@ -60,6 +60,7 @@ var checks = []struct {
 	{"TombstoneRefusesLateAcquire", tombstoneRefusesLateAcquire},
 	{"TombstoneAfterRelease", tombstoneAfterRelease},
 	{"ReleaseWithoutTombstoneAllowsNothingElse", releaseWithoutTombstoneAllowsNothingElse},
+	{"FenceFloorRespected", fenceFloorRespected},
 }
 
 // suite is one check's backend and namespace.
@@ -437,5 +438,30 @@ func releaseWithoutTombstoneAllowsNothingElse(ctx context.Context, s *suite) {
 	}
 	if res := s.acquire(ctx, "k", "never-held", "", time.Second); !res.Acquired {
 		s.t.Fatalf("acquire after a plain release that found nothing: %+v, want acquired", res)
+	}
+}
+
+// fenceFloorRespected: a new acquisition's fence is above the request's
+// FenceFloor (the largest fence the Client has seen), and later fences stay
+// above it without the floor: fences never go back, even when the store's
+// own memory of the last fence is behind (a promoted replica).
+func fenceFloorRespected(ctx context.Context, s *suite) {
+	first := s.acquire(ctx, "k", "a", "", time.Second)
+	s.release(ctx, "k", "a")
+	floor := first.Fence + 1_000_000_000_000 // far ahead of any clock-based fence
+	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", "b"), Owner: "b", TTL: time.Second, FenceFloor: floor})
+	if err != nil || !res.Acquired || res.Fence <= floor {
+		s.t.Fatalf("acquire with FenceFloor %d: %+v %v, want a fence above the floor", floor, res, err)
+	}
+	s.release(ctx, "k", "b")
+	next := s.acquire(ctx, "k", "c", "", time.Second)
+	if !next.Acquired || next.Fence <= res.Fence {
+		s.t.Fatalf("acquire after a floored one: %+v, want a fence above %d", next, res.Fence)
+	}
+	// A floor below the store's own counter changes nothing.
+	s.release(ctx, "k", "c")
+	low, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", "d"), Owner: "d", TTL: time.Second, FenceFloor: 1})
+	if err != nil || !low.Acquired || low.Fence <= next.Fence {
+		s.t.Fatalf("acquire with a low FenceFloor: %+v %v, want a fence above %d", low, err, next.Fence)
 	}
 }

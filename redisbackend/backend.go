@@ -96,7 +96,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		var res fencelock.AcquireResult
 		vals, err := b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence, k.tombstone(req.Token)},
-			req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry)).Int64Slice()
+			req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)).Int64Slice()
 		if err != nil {
 			return res, classify(err)
 		}

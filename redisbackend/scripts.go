@@ -49,16 +49,17 @@ end
 // or reports the holder's remaining lease. A token with a tombstone (its
 // client gave the acquire up) is refused.
 //
-//	KEYS: lock, fence counter, tombstone    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none)
+//	KEYS: lock, fence counter, tombstone    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor
 //	returns {1, fence, holds} when held, {0, 0, 0, holder's remaining lease (ms), or -1} when not.
 //
 // The fencing token is minted in the same step as the acquire: one more than
-// the last one, but at least the server's clock in microseconds, so tokens
-// keep growing after a restart that lost the counter (no persistence), as
-// long as the server's clock does not step back.
+// the last one, but at least the server's clock in microseconds and above the
+// client's floor (the largest fence it has seen), so tokens keep growing
+// after a restart that lost the counter (no persistence) or a failover to a
+// replica that missed it.
 var acquireScript = newScript(prelude + `
 local lock, counter, tombstone = KEYS[1], KEYS[2], KEYS[3]
-local owner, hold, ttl, counterTTL = ARGV[1], 't:' .. ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local owner, hold, ttl, counterTTL, floor = ARGV[1], 't:' .. ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local nowUs = now_us()
 local now = math.floor(nowUs / 1000)
@@ -80,8 +81,8 @@ end
 
 if not holder then
   local fence = redis.call('INCR', counter)
-  if fence < nowUs then
-    fence = nowUs
+  if fence < nowUs or fence <= floor then
+    fence = math.max(nowUs, floor + 1)
     redis.call('SET', counter, string.format('%d', fence))
   end
   if counterTTL > 0 then

@@ -44,7 +44,10 @@ import (
 //
 // Errors: any error other than one matching ErrInvalidArgument means the
 // store could not be reached or did not answer (the Client reports it as
-// ErrUnavailable); the request may or may not have been applied.
+// ErrUnavailable); the request may or may not have been applied. Two kinds
+// say more: ErrNotSent (certainly not applied) and ErrNotReplicated (applied
+// but acknowledged by too few replicas; for an acquire, the backend has
+// released it again, and returns another error if it could not).
 type Backend interface {
 	// Acquire makes one attempt to take the lock. A lock held by another
 	// owner is not an error: the result has Acquired false.

@@ -23,6 +23,13 @@ var (
 	// *UnavailableError matches it.
 	ErrUnavailable = errors.New("fencelock: backend unavailable")
 
+	// ErrNotReplicated means an acquire or renewal reached the store but too
+	// few replicas acknowledged it in time (redisbackend.WithReplicaAck): a
+	// failover could lose it, so it does not count. An acquire is released
+	// again by the backend; its error also matches ErrNotAcquired. A renewal
+	// that is not replicated leaves the lease's local deadline where it was.
+	ErrNotReplicated = errors.New("fencelock: not acknowledged by enough replicas")
+
 	// ErrNotSent is for Backend implementations: wrap it in the error of a
 	// request that was certainly not sent (no connection could be made), so
 	// that the Client knows it left nothing behind to clean up. Any other

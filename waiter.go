@@ -183,7 +183,9 @@ func (w *waiter) attempt() (*Lock, error) {
 	case errors.Is(err, ErrInvalidArgument):
 		return nil, lockError("acquire", w.req.Key, err) // the backend refused the names
 	case err != nil:
-		if !errors.Is(err, ErrNotSent) {
+		// Not sent: nothing on the server. Not replicated: the backend
+		// released what it had taken. Anything else may have left a hold.
+		if !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrNotReplicated) {
 			w.ambiguous = true
 		}
 		if w.ctx.Err() != nil {
@@ -276,7 +278,9 @@ func (w *waiter) giveUp() error {
 	case w.c.closed():
 		cause = ErrClosed
 	}
-	if cause == ErrClosed || w.contended || w.attempts == 0 {
+	// Not replicated is not an outage: the server answered, and the lock
+	// could not be had on its terms.
+	if cause == ErrClosed || w.contended || w.attempts == 0 || errors.Is(w.lastErr, ErrNotReplicated) {
 		return &NotAcquiredError{
 			Key:       w.req.Key,
 			Attempts:  w.attempts,

@@ -28,6 +28,8 @@ type Backend struct {
 	pipe     coalescer // acquire, release and TTL calls, pipelined under load
 
 	counterExpiry time.Duration // 0: fence counters never expire
+	ack           *replicaAck   // nil: no replica acknowledgement
+	optErr        error         // an invalid option, returned by every call
 
 	calls sync.WaitGroup // requests still running after their caller gave up
 }
@@ -40,6 +42,7 @@ type options struct {
 	readyTimeout  time.Duration
 	maxInflight   int
 	counterExpiry time.Duration
+	ack           *replicaAck
 }
 
 // WithoutReleaseNotifications makes waiters poll (with jittered backoff,
@@ -71,7 +74,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 			opt(&o)
 		}
 	}
-	b := &Backend{rdb: rdb, counterExpiry: o.counterExpiry}
+	b := &Backend{rdb: rdb, counterExpiry: o.counterExpiry, ack: o.ack}
+	if o.ack != nil {
+		b.optErr = o.ack.check()
+	}
 	b.pipe = coalescer{rdb: rdb, scripts: &b.scripts, maxFlushers: o.maxInflight}
 	if o.notifications {
 		b.notifier = newNotifier(rdb, o.readyTimeout)
@@ -86,6 +92,9 @@ var (
 
 // Acquire implements fencelock.Backend.
 func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+	if b.optErr != nil {
+		return fencelock.AcquireResult{}, b.optErr
+	}
 	if err := checkNames(req.Namespace, req.Key); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
@@ -95,8 +104,14 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	k := keysFor(req.Namespace, req.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		var res fencelock.AcquireResult
-		vals, err := b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence, k.tombstone(req.Token)},
-			req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)).Int64Slice()
+		args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
+		var vals []int64
+		var err error
+		if b.ack != nil {
+			vals, err = b.acquireAcked(ctx, k, req, args)
+		} else {
+			vals, err = b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence, k.tombstone(req.Token)}, args...).Int64Slice()
+		}
 		if err != nil {
 			return res, classify(err)
 		}
@@ -115,6 +130,9 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 
 // Release implements fencelock.Backend.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	if b.optErr != nil {
+		return fencelock.ReleaseResult{}, b.optErr
+	}
 	if err := checkNames(req.Namespace, req.Key); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
@@ -137,6 +155,9 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 // Renew implements fencelock.Backend: one pipelined round trip for the
 // batch (one per node on Cluster).
 func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	if b.optErr != nil {
+		return nil, b.optErr
+	}
 	calls := make([]call, len(reqs))
 	for i, r := range reqs {
 		if err := checkLease("ttl", r.TTL); err != nil {
@@ -146,6 +167,9 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		calls[i] = call{keys: []string{k.lock}, args: []any{r.Token, ms(r.TTL)}}
 	}
 	return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
+		if b.ack != nil {
+			return b.renewAcked(ctx, calls), nil
+		}
 		results := make([]fencelock.RenewResult, len(reqs))
 		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
 			n, err := cmd.Int64()
@@ -157,6 +181,9 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 
 // TTL implements fencelock.Backend.
 func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+	if b.optErr != nil {
+		return 0, b.optErr
+	}
 	k := keysFor(ref.Namespace, ref.Key)
 	pttl, err := guard(b, ctx, func(ctx context.Context) (int64, error) {
 		return b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).Int64()

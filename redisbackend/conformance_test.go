@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
@@ -19,6 +20,14 @@ func TestConformance(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			b := redisbackend.New(rdb)
 			t.Cleanup(func() { b.Close(); rdb.Close() })
+			return b
+		})
+	})
+	t.Run("replica-ack", func(t *testing.T) {
+		rdb, _ := masterWithReplica(t)
+		fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+			b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
+			t.Cleanup(func() { b.Close() })
 			return b
 		})
 	})

@@ -1,0 +1,199 @@
+package redisbackend
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/redis/go-redis/v9"
+)
+
+// replicaAck is the WithReplicaAck setting.
+type replicaAck struct {
+	replicas int
+	timeout  time.Duration
+}
+
+// WithReplicaAck makes every acquire and renewal wait until at least
+// replicas replicas have acknowledged it, for at most timeout, before it
+// counts. Redis replicates asynchronously: without this, a master that fails
+// right after an acquire can be replaced by a replica that never saw it, and
+// another client then takes the lock while its holder still believes it
+// holds it.
+//
+// The script and a WAIT go out together, in one pipeline on one connection
+// (WAIT counts the acknowledgements of its own connection's writes; on
+// Cluster, the connection to the master that owns the key). When fewer
+// replicas acknowledge an acquire in time, the backend releases it again and
+// the acquire fails with an error matching fencelock.ErrNotReplicated and
+// fencelock.ErrNotAcquired; a waiting Acquire counts it as a failure and
+// tries again (WithMaxFailures). A renewal that is not acknowledged counts
+// as failed: the lease is not counted as extended, so the local deadline
+// does not move, and the lock is lost at it unless a later renewal is
+// acknowledged.
+//
+// What WAIT does not give: it is not consensus. An acknowledged write is in
+// the memory of that many replicas, not on their disks; a failover after a
+// second fault (the acknowledging replicas restarted, or Sentinel promoting a
+// replica that had not acknowledged) can still lose the lock, and a client
+// cut off with the old master keeps its lease until it ends. It narrows the
+// window; the fencing token still decides what a resource accepts.
+//
+// Each acquire waits for the acknowledgement even when it finds the lock
+// held, so keep timeout well under the ttls (a reply later than the lease's
+// local deadline is not used), and expect it to be spent in full while
+// replicas are down. replicas must be at least 1 and timeout positive;
+// otherwise every call fails with an error matching
+// fencelock.ErrInvalidArgument. Redis Ring is not supported.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(o *options) { o.ack = &replicaAck{replicas: replicas, timeout: timeout} }
+}
+
+// check reports an invalid setting.
+func (a *replicaAck) check() error {
+	switch {
+	case a.replicas < 1:
+		return &fencelock.InvalidArgumentError{Name: "WithReplicaAck replicas", Value: a.replicas, Reason: "must be at least 1"}
+	case a.timeout < time.Millisecond:
+		return &fencelock.InvalidArgumentError{Name: "WithReplicaAck timeout", Value: a.timeout, Reason: "must be at least 1ms"}
+	}
+	return nil
+}
+
+// waitCmd makes the WAIT of the setting.
+func (a *replicaAck) waitCmd(ctx context.Context) *redis.Cmd {
+	return redis.NewCmd(ctx, "wait", a.replicas, ms(a.timeout))
+}
+
+// notReplicated is the error of a write too few replicas acknowledged.
+func (a *replicaAck) notReplicated(acks int64) error {
+	return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", fencelock.ErrNotReplicated, acks, a.replicas, a.timeout)
+}
+
+// connFor returns the client whose pipelines reach the master that holds
+// key on one connection: on Cluster, that master's client; otherwise rdb.
+func (b *Backend) connFor(ctx context.Context, key string) (redis.UniversalClient, error) {
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		return cc.MasterForKey(ctx, key)
+	}
+	return b.rdb, nil
+}
+
+// runAcked runs s and then WAIT in one pipeline on the connection of keys[0]'s
+// master (again with EVAL if the script was not cached), and returns the
+// script's command and the number of acknowledgements.
+func (b *Backend) runAcked(ctx context.Context, s script, keys []string, args ...any) (*redis.Cmd, int64, error) {
+	conn, err := b.connFor(ctx, keys[0])
+	if err != nil {
+		return nil, 0, err
+	}
+	exec := func(sha bool) (cmd, wait *redis.Cmd) {
+		pipe := conn.Pipeline()
+		cmd = send(ctx, pipe, s.cmd(ctx, sha, keys, args), ctx)
+		wait = send(ctx, pipe, b.ack.waitCmd(ctx), ctx)
+		_, _ = pipe.Exec(ctx) // errors are in the commands
+		return cmd, wait
+	}
+	sha := b.scripts.sent[s.id].Load()
+	cmd, wait := exec(sha)
+	if sha && isNoScript(cmd.Err()) {
+		cmd, wait = exec(false)
+	}
+	if err := cmd.Err(); err != nil {
+		return cmd, 0, err
+	}
+	b.scripts.sent[s.id].Store(true)
+	acks, err := wait.Int64()
+	return cmd, acks, err
+}
+
+// acquireAcked runs the acquire script with replica acknowledgement. An
+// acquisition too few replicas acknowledged is released again at once.
+func (b *Backend) acquireAcked(ctx context.Context, k lockKeys, req fencelock.AcquireRequest, args []any) ([]int64, error) {
+	cmd, acks, err := b.runAcked(ctx, acquireScript, []string{k.lock, k.fence, k.tombstone(req.Token)}, args...)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := cmd.Int64Slice()
+	if err != nil || len(vals) == 0 || vals[0] != 1 || acks >= int64(b.ack.replicas) {
+		return vals, err
+	}
+	// Held, but a failover now could lose it: undo it. A retry of the same
+	// token later starts from scratch.
+	if _, err := b.pipe.run(ctx, releaseScript, []string{k.lock, k.tombstone(req.Token)}, req.Token, k.channel, 0).Int64(); err != nil {
+		return nil, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
+	}
+	return nil, b.ack.notReplicated(acks)
+}
+
+// renewAcked renews a batch with replica acknowledgement: per master, one
+// pipeline of renewals followed by a WAIT. Renewals of a master whose WAIT
+// came short fail with ErrNotReplicated.
+func (b *Backend) renewAcked(ctx context.Context, calls []call) []fencelock.RenewResult {
+	results := make([]fencelock.RenewResult, len(calls))
+	byConn := make(map[redis.UniversalClient][]int)
+	var order []redis.UniversalClient
+	for i, c := range calls {
+		conn, err := b.connFor(ctx, c.keys[0])
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		if _, ok := byConn[conn]; !ok {
+			order = append(order, conn)
+		}
+		byConn[conn] = append(byConn[conn], i)
+	}
+	for _, conn := range order {
+		idx := byConn[conn]
+		batch := make([]call, len(idx))
+		for j, i := range idx {
+			batch[j] = calls[i]
+		}
+		cmds, acks, waitErr := b.scripts.runBatchAcked(ctx, conn, renewScript, batch, b.ack)
+		for j, i := range idx {
+			n, err := cmds[j].Int64()
+			switch {
+			case err != nil:
+				results[i].Err = classify(err)
+			case n == 1 && waitErr != nil:
+				results[i].Err = classify(waitErr)
+			case n == 1 && acks < int64(b.ack.replicas):
+				results[i].Err = b.ack.notReplicated(acks)
+			default:
+				results[i].Held = n == 1
+			}
+		}
+	}
+	return results
+}
+
+// runBatchAcked is runBatch with a WAIT at the end of the pipeline (and of
+// the EVAL retry, if any), all on conn, which must reach one server.
+func (c *scriptCache) runBatchAcked(ctx context.Context, conn redis.UniversalClient, s script, calls []call, ack *replicaAck) ([]*redis.Cmd, int64, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	pipe := conn.Pipeline()
+	for i, call := range calls {
+		cmds[i] = c.queue(ctx, pipe, s, ctx, call.keys, call.args...)
+	}
+	wait := send(ctx, pipe, ack.waitCmd(ctx), ctx)
+	_, _ = pipe.Exec(ctx)
+
+	var missing []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		pipe = conn.Pipeline()
+		for _, i := range missing {
+			cmds[i] = send(ctx, pipe, s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
+		}
+		wait = send(ctx, pipe, ack.waitCmd(ctx), ctx)
+		_, _ = pipe.Exec(ctx)
+	}
+	acks, err := wait.Int64()
+	return cmds, acks, err
+}

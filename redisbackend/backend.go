@@ -174,6 +174,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
 			n, err := cmd.Int64()
 			results[i] = fencelock.RenewResult{Held: err == nil && n == 1, Err: classify(err)}
+			b.noteFailure(err)
 		}
 		return results, nil
 	})
@@ -231,7 +232,9 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 		return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, err)
 	}
 	if ctx.Done() == nil {
-		return f(ctx)
+		val, err := f(ctx)
+		b.noteFailure(err)
+		return val, err
 	}
 	ctx, sent := withTracker(ctx)
 	type result struct {
@@ -245,9 +248,11 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 	})
 	select {
 	case r := <-done:
+		b.noteFailure(r.err)
 		return r.val, r.err
 	case <-ctx.Done():
 		var zero T
+		b.noteFailure(ctx.Err())
 		if sent.abandon() {
 			return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, ctx.Err())
 		}
@@ -286,4 +291,33 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", fencelock.ErrNotSent, err)
 	}
 	return err
+}
+
+// noteFailure reacts to an error of a request. On Cluster, a master that
+// does not answer may have failed over: go-redis refreshes its slot map on
+// MOVED replies, but not on connection errors or timeouts (only about once
+// a minute), so every request would go on failing against the dead master
+// long after its replica took over. Each such failure asks go-redis for a
+// reload, which it runs in the background, one at a time.
+func (b *Backend) noteFailure(err error) {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok || err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) && !isFailoverReply(err) {
+		return // the node answered: its slot map entry is fine
+	}
+	cc.ReloadState(context.Background())
+}
+
+// isFailoverReply reports error replies that a node sends while its shard
+// is failing over or the cluster is reconfiguring.
+func isFailoverReply(err error) bool {
+	for _, prefix := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "READONLY"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
 }

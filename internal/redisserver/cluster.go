@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"github.com/fencelock/fencelock/internal/childproc"
 	"net"
+	"slices"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -19,6 +19,10 @@ const (
 	clusterReadyTimeout = 15 * time.Second
 	// clusterNodeTimeout is the nodes' cluster-node-timeout, in ms.
 	clusterNodeTimeout = "2000"
+	// replicatedNodeTimeout is the cluster-node-timeout of a cluster with
+	// replicas, in ms: a replica starts its election about that long after
+	// its master stops answering, so a failover takes a few seconds.
+	replicatedNodeTimeout = "1000"
 	// clusterConfigFile is each node's cluster-config-file. A relative name
 	// is resolved in the node's own private Dir, so the nodes do not share
 	// it, and it survives Restart: a restarted node rejoins with its slots.
@@ -30,13 +34,18 @@ const (
 	adminTimeout = 2 * time.Second
 )
 
-// Cluster is a Redis Cluster of master nodes (no replicas) on 127.0.0.1,
-// each a Server in its own directory, with the hash slots spread evenly.
-// Its methods are safe for concurrent use.
+// Cluster is a Redis Cluster on 127.0.0.1, each node a Server in its own
+// directory, with the hash slots spread evenly over its shards: a master
+// and, when started by StartClusterWithReplicas, its replicas. Its methods
+// are safe for concurrent use.
 type Cluster struct {
 	nodes    []*Server
 	busPorts []int // each node's cluster bus port (--cluster-port)
-	logf     func(format string, args ...any)
+	// shards[i] holds the nodes of shard i, which serves the i-th range of
+	// slots: its first master, then its replicas. Failovers change which
+	// member is the master, not the membership (replica migration is off).
+	shards [][]*Server
+	logf   func(format string, args ...any)
 }
 
 // StartCluster starts masters redis-server processes in cluster mode, joins
@@ -49,26 +58,45 @@ type Cluster struct {
 // (so they may override cluster-node-timeout, 2000 ms by default), and a
 // non-zero Port is the first node's port, the others following it. Each
 // node's cluster bus port is picked separately. The error wraps ErrNotFound
-// if redis-server cannot be found. Call Close when done.
+// if redis-server cannot be found. Call Close when done. For a cluster with
+// replicas, see StartClusterWithReplicas.
 func StartCluster(masters int, opts Options) (*Cluster, error) {
+	return startCluster(masters, 0, []string{"--cluster-node-timeout", clusterNodeTimeout}, opts)
+}
+
+// startCluster starts and forms a cluster of masters shards of 1+replicas
+// nodes each; args come before opts.Args on every node.
+func startCluster(masters, replicas int, args []string, opts Options) (*Cluster, error) {
 	if masters < 1 || masters > ClusterSlots {
 		return nil, fmt.Errorf("redisserver: a cluster needs 1 to %d masters, not %d", ClusterSlots, masters)
 	}
-	if opts.Port < 0 || (opts.Port > 0 && opts.Port+masters-1 > 65535) {
-		return nil, fmt.Errorf("redisserver: invalid first port %d for %d nodes", opts.Port, masters)
+	if replicas < 0 {
+		return nil, fmt.Errorf("redisserver: invalid number of replicas per master %d", replicas)
+	}
+	total := masters * (1 + replicas)
+	if opts.Port < 0 || (opts.Port > 0 && opts.Port+total-1 > 65535) {
+		return nil, fmt.Errorf("redisserver: invalid first port %d for %d nodes", opts.Port, total)
 	}
 	if _, err := Find(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{logf: opts.Logf}
-	for i := range masters {
-		node, bus, err := startClusterNode(opts, i)
+	c := &Cluster{logf: opts.Logf, shards: make([][]*Server, masters)}
+	nodeOpts := opts
+	nodeOpts.Args = append(slices.Clone(args), opts.Args...)
+	for i := range total {
+		node, bus, err := startClusterNode(nodeOpts, i)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("redisserver: starting cluster node %d of %d: %w", i+1, masters, err)
+			return nil, fmt.Errorf("redisserver: starting cluster node %d of %d: %w", i+1, total, err)
 		}
 		c.nodes = append(c.nodes, node)
 		c.busPorts = append(c.busPorts, bus)
+		// Nodes 0..masters-1 are the masters; then each master's replicas.
+		shard := i
+		if i >= masters {
+			shard = (i - masters) / replicas
+		}
+		c.shards[shard] = append(c.shards[shard], node)
 	}
 	if err := c.form(); err != nil {
 		c.logNodes("cluster did not form")
@@ -79,7 +107,8 @@ func StartCluster(masters int, opts Options) (*Cluster, error) {
 }
 
 // startClusterNode starts node i of a cluster and returns it with its bus
-// port. A bus port found taken is replaced by a fresh one.
+// port. A bus port found taken is replaced by a fresh one. opts.Args come
+// after the cluster options.
 func startClusterNode(opts Options, i int) (*Server, int, error) {
 	var err error
 	for range busPortAttempts {
@@ -94,7 +123,6 @@ func startClusterNode(opts Options, i int) (*Server, int, error) {
 		o.Args = append([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", clusterConfigFile,
-			"--cluster-node-timeout", clusterNodeTimeout,
 			"--cluster-port", strconv.Itoa(bus),
 			// Without it a node that met no other (a one-node cluster)
 			// reports its address as "" in CLUSTER SLOTS.
@@ -111,18 +139,21 @@ func startClusterNode(opts Options, i int) (*Server, int, error) {
 	return nil, 0, err
 }
 
-// form gives each node its slots and a distinct config epoch (as
-// redis-cli --cluster create does, so that no epoch collision has to be
-// resolved), introduces every node to the first one, and waits for the
-// cluster to be ready.
+// form gives each node a distinct config epoch (as redis-cli --cluster
+// create does, so that no epoch collision has to be resolved) and each
+// shard's master its slots, introduces every node to the first one, makes
+// the replicas replicate their masters, and waits for the cluster to be
+// ready.
 func (c *Cluster) form() error {
-	n := len(c.nodes)
 	for i, s := range c.nodes {
 		addr := s.Addr()
 		if err := commandOK(addr, adminTimeout, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
 			return fmt.Errorf("redisserver: node %s: %w", addr, err)
 		}
-		lo, hi := i*ClusterSlots/n, (i+1)*ClusterSlots/n-1
+	}
+	for i, shard := range c.shards {
+		addr := shard[0].Addr()
+		lo, hi := c.shardSlots(i)
 		if err := commandOK(addr, adminTimeout, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
 			return fmt.Errorf("redisserver: node %s: %w", addr, err)
 		}
@@ -135,12 +166,25 @@ func (c *Cluster) form() error {
 			return fmt.Errorf("redisserver: node %s: CLUSTER MEET %s: %w", first, s.Addr(), err)
 		}
 	}
+	if len(c.nodes) > len(c.shards) {
+		if err := c.replicate(); err != nil {
+			return err
+		}
+	}
 	return c.WaitOK(clusterReadyTimeout)
+}
+
+// shardSlots returns the first and last slot of shard i.
+func (c *Cluster) shardSlots(i int) (lo, hi int) {
+	n := len(c.shards)
+	return i * ClusterSlots / n, (i+1)*ClusterSlots/n - 1
 }
 
 // WaitOK polls until every node reports cluster_state:ok, knows every other
 // node, and sees all 16384 slots assigned to the cluster's masters and
-// served, or until timeout passes. Use it after restarting a node.
+// served, and (in a cluster with replicas) every replica is connected to
+// its shard's master and synced, or until timeout passes. Use it after
+// restarting a node.
 func (c *Cluster) WaitOK(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -156,17 +200,25 @@ func (c *Cluster) WaitOK(timeout time.Duration) error {
 }
 
 // check asks every node for CLUSTER INFO and returns the first difference
-// from a healthy cluster.
+// from a healthy cluster, then checks the replicas.
 func (c *Cluster) check() error {
-	n := strconv.Itoa(len(c.nodes))
+	if err := c.checkInfo(c.nodes); err != nil {
+		return err
+	}
+	return c.checkReplicas()
+}
+
+// checkInfo asks each of nodes for CLUSTER INFO and returns the first
+// difference from a healthy cluster.
+func (c *Cluster) checkInfo(nodes []*Server) error {
 	want := [][2]string{
 		{"cluster_state", "ok"},
 		{"cluster_slots_assigned", strconv.Itoa(ClusterSlots)},
 		{"cluster_slots_ok", strconv.Itoa(ClusterSlots)},
-		{"cluster_known_nodes", n},
-		{"cluster_size", n},
+		{"cluster_known_nodes", strconv.Itoa(len(c.nodes))},
+		{"cluster_size", strconv.Itoa(len(c.shards))},
 	}
-	for _, s := range c.nodes {
+	for _, s := range nodes {
 		addr := s.Addr()
 		info, err := commandString(addr, adminTimeout, "CLUSTER", "INFO")
 		if err != nil {
@@ -191,28 +243,18 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Nodes returns the nodes, in order: node i serves the i-th range of slots.
-// The slice is a copy; the Servers are the Cluster's own (Close closes them).
+// Nodes returns the nodes, in order: first the masters the cluster started
+// with (node i serves the i-th range of slots, until a failover), then, in
+// a cluster with replicas, the replicas of the first master, of the second,
+// and so on. The slice is a copy; the Servers are the Cluster's own (Close
+// closes them).
 func (c *Cluster) Nodes() []*Server {
 	return append([]*Server(nil), c.nodes...)
 }
 
 // Close closes every node (see Server.Close). It is idempotent.
 func (c *Cluster) Close() error {
-	var errs []error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, s := range c.nodes {
-		wg.Go(func() {
-			if err := s.Close(); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return closeAll(c.nodes)
 }
 
 // logNodes passes each node's log tail to Options.Logf.

@@ -43,8 +43,47 @@ func StartSentinel(master *Server, name string, opts Options) (*Server, error) {
 	if master == nil {
 		return nil, fmt.Errorf("redisserver: StartSentinel needs a master")
 	}
-	if name == "" || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == '"' || r == '\'' || r == 0x7f }) {
-		return nil, fmt.Errorf("redisserver: invalid sentinel master name %q: it must be non-empty, without spaces, quotes or control characters", name)
+	return startSentinel(sentinelConfig{
+		name:            name,
+		masterPort:      master.Port(),
+		quorum:          1,
+		downAfter:       sentinelDownAfter,
+		failoverTimeout: sentinelFailoverTimeout,
+	}, opts)
+}
+
+// sentinelConfig is what a sentinel's config file says about the master it
+// monitors.
+type sentinelConfig struct {
+	name            string
+	masterPort      int
+	quorum          int
+	downAfter       int // ms
+	failoverTimeout int // ms
+	parallelSyncs   int // 0 leaves Sentinel's default
+	// debug are SENTINEL DEBUG parameter/value pairs, set once the sentinel
+	// has started (they are not in the config file: Restart loses them).
+	debug []string
+}
+
+func (c sentinelConfig) String() string {
+	s := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d %[3]d\n"+
+		"sentinel down-after-milliseconds %[1]s %[4]d\n"+
+		"sentinel failover-timeout %[1]s %[5]d\n",
+		c.name, c.masterPort, c.quorum, c.downAfter, c.failoverTimeout)
+	if c.parallelSyncs > 0 {
+		s += fmt.Sprintf("sentinel parallel-syncs %s %d\n", c.name, c.parallelSyncs)
+	}
+	return s
+}
+
+// startSentinel is StartSentinel for any configuration: it writes the config
+// file and the wrapper script, launches the sentinel and waits until it
+// reports the master.
+func startSentinel(cfg sentinelConfig, opts Options) (*Server, error) {
+	name := cfg.name
+	if err := checkSentinelName(name); err != nil {
+		return nil, err
 	}
 	if opts.Port < 0 || opts.Port > 65535 {
 		return nil, fmt.Errorf("redisserver: invalid port %d", opts.Port)
@@ -58,17 +97,12 @@ func StartSentinel(master *Server, name string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("redisserver: creating temp dir: %w", err)
 	}
 	conf := filepath.Join(dir, sentinelConfName)
-	masterPort := master.Port()
-	config := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 1\n"+
-		"sentinel down-after-milliseconds %[1]s %[3]d\n"+
-		"sentinel failover-timeout %[1]s %[4]d\n",
-		name, masterPort, sentinelDownAfter, sentinelFailoverTimeout)
 	wrapper := filepath.Join(dir, sentinelWrapperName)
 	script := "#!/bin/sh\n" +
 		"# Written by redisserver.StartSentinel: redis-server reads a config file\n" +
 		"# only as its first argument, before the options redisserver passes.\n" +
 		"exec " + shellQuote(bin) + " " + shellQuote(conf) + " --sentinel \"$@\"\n"
-	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(cfg.String()), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("redisserver: writing sentinel config: %w", err)
 	}
@@ -81,13 +115,28 @@ func StartSentinel(master *Server, name string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := net.JoinHostPort("127.0.0.1", strconv.Itoa(masterPort))
+	if len(cfg.debug) > 0 {
+		if err := commandOK(s.Addr(), adminTimeout, append([]string{"SENTINEL", "DEBUG"}, cfg.debug...)...); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("redisserver: sentinel %s: SENTINEL DEBUG: %w", s.Addr(), err)
+		}
+	}
+	want := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.masterPort))
 	if err := waitSentinel(s.Addr(), name, want, sentinelReadyTimeout); err != nil {
 		s.logfLog("sentinel did not report its master")
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkSentinelName rejects a master name that cannot be written into a
+// sentinel config line.
+func checkSentinelName(name string) error {
+	if name == "" || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == '"' || r == '\'' || r == 0x7f }) {
+		return fmt.Errorf("redisserver: invalid sentinel master name %q: it must be non-empty, without spaces, quotes or control characters", name)
+	}
+	return nil
 }
 
 // waitSentinel polls the sentinel at addr until it reports masterAddr as the

@@ -177,6 +177,15 @@ func (s *Server) Running() bool {
 	return s.runningLocked()
 }
 
+// Paused reports whether the server is running but frozen by Pause. The
+// replicated topologies use it to leave frozen servers out of their checks
+// (a frozen server accepts connections but answers nothing).
+func (s *Server) Paused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runningLocked() && s.paused
+}
+
 func (s *Server) runningLocked() bool {
 	return s.proc != nil && !s.proc.exited()
 }

@@ -312,9 +312,13 @@ func (b *Backend) noteFailure(err error) {
 }
 
 // isFailoverReply reports error replies that a node sends while its shard
-// is failing over or the cluster is reconfiguring.
+// is failing over or the cluster is reconfiguring. MOVED is among them: the
+// ClusterClient reloads its map on a MOVED it sees itself, but requests with
+// WithReplicaAck go to the master's own client (MasterForKey), where a
+// MOVED from a demoted master would otherwise leave the map stale for a
+// minute.
 func isFailoverReply(err error) bool {
-	for _, prefix := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "READONLY"} {
+	for _, prefix := range []string{"MOVED", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "READONLY"} {
 		if redis.HasErrorPrefix(err, prefix) {
 			return true
 		}

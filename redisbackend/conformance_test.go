@@ -11,8 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Redis backend keeps the Backend contract on a single node and on a
-// 3-master Cluster.
+// The Redis backend keeps the Backend contract on every topology it
+// supports: a single node (with and without replica acknowledgement), a
+// Sentinel group with replicas, and a Cluster, with and without replicas
+// (issue 8 item 6).
 func TestConformance(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := servertest.Redis(t)
@@ -25,6 +27,31 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("replica-ack", func(t *testing.T) {
 		rdb, _ := masterWithReplica(t)
+		fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+			b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
+			t.Cleanup(func() { b.Close() })
+			return b
+		})
+	})
+	t.Run("sentinel-replicas", func(t *testing.T) {
+		group := servertest.RedisSentinelGroup(t)
+		rdb := servertest.FailoverClient(t, group)
+		fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+			b := redisbackend.New(rdb)
+			t.Cleanup(func() { b.Close() })
+			return b
+		})
+		t.Run("replica-ack", func(t *testing.T) {
+			fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+				b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
+				t.Cleanup(func() { b.Close() })
+				return b
+			})
+		})
+	})
+	t.Run("cluster-replicas", func(t *testing.T) {
+		cluster := servertest.RedisClusterWithReplicas(t, 3)
+		rdb := servertest.ClusterClient(t, cluster)
 		fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
 			b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
 			t.Cleanup(func() { b.Close() })

@@ -1,10 +1,12 @@
 package redisbackend_test
 
 import (
+	"context"
 	"os"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestMain fails the package if a test leaves a goroutine running: a
@@ -14,6 +16,15 @@ import (
 // that a ClusterClient runs in the background (the Backend asks for one
 // after a failure); against a cluster a test has just stopped, it can take
 // a few dial timeouts to give up.
+//
+// go-redis logs every failed dial to stderr, hundreds of lines in a
+// failover test; the tests report what matters themselves.
 func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
 	os.Exit(leakcheck.Run(m, "github.com/redis/go-redis/v9.(*clusterStateHolder).LazyReload.func1"))
 }
+
+// quietLogger discards go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

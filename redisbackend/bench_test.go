@@ -86,6 +86,39 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	})
 }
 
+// BenchmarkReplicaAck measures what WithReplicaAck costs on the uncontended
+// path: a master with one replica, cycles with and without WAIT 1 after the
+// acquire (the release needs no acknowledgement). Ratio the two sub-results.
+func BenchmarkReplicaAck(b *testing.B) {
+	master := servertest.Redis(b)
+	servertest.Redis(b, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port()))
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
+	b.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	pollUntil(b, 30*time.Second, "the replica in sync", func() bool {
+		n, err := rdb.Wait(ctx, 1, 100*time.Millisecond).Result()
+		return err == nil && n == 1
+	})
+	for _, bc := range []struct {
+		name string
+		opts []redisbackend.Option
+	}{
+		{"off", nil},
+		{"wait1", []redisbackend.Option{redisbackend.WithReplicaAck(1, time.Second)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := fencelock.New(redisbackend.New(rdb, bc.opts...))
+			b.Cleanup(func() { c.Close() })
+			for b.Loop() {
+				if err := benchCycle(ctx, c, "ack-"+bc.name); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportOpsPerSec(b)
+		})
+	}
+}
+
 // Contended workload: contendedWorkers goroutines take one key in turn,
 // each holding it for contendedHold and pausing contendedPause before
 // asking again.

@@ -3,6 +3,8 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -186,6 +188,8 @@ func laggedFailover(ctx context.Context, t *testing.T, bed replicated, holder, c
 // missed were not counted, so the holder's local deadline passes before the
 // lease the promoted replica remembers ends. Fences keep rising. An acquire
 // while the replicas lag is refused with ErrNotReplicated.
+//
+// FENCELOCK_FAILOVERS=n runs n failovers on each test bed instead of 3 and 2.
 func TestLaggedFailoverWithReplicaAck(t *testing.T) {
 	t.Parallel()
 	for _, topo := range []struct {
@@ -198,6 +202,10 @@ func TestLaggedFailoverWithReplicaAck(t *testing.T) {
 	} {
 		t.Run(topo.name, func(t *testing.T) {
 			t.Parallel()
+			rounds := topo.rounds
+			if n, err := strconv.Atoi(os.Getenv("FENCELOCK_FAILOVERS")); err == nil && n > 0 {
+				rounds = n // e.g. FENCELOCK_FAILOVERS=20 for the README's figures
+			}
 			bed := topo.start(t)
 			ack := redisbackend.WithReplicaAck(1, replicaAckTimeout)
 			holder := newFailoverClient(t, bed, ack)
@@ -205,7 +213,7 @@ func TestLaggedFailoverWithReplicaAck(t *testing.T) {
 			ctx := topoCtx(t, 5*time.Minute)
 			const key, ttl = "job", 3 * time.Second
 			var lastFence int64
-			for round := range topo.rounds {
+			for round := range rounds {
 				lk, r, believed := laggedFailover(ctx, t, bed, holder, contender, key, ttl, ttl/6, false)
 				if r.err != nil {
 					t.Fatalf("round %d: contender's Acquire: %v", round, r.err)

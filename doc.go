@@ -5,7 +5,7 @@
 //
 // # Use
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 //	locks := fencelock.New(redisbackend.New(rdb))
 //	defer locks.Close()
 //

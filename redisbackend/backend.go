@@ -5,6 +5,16 @@
 // Each operation is one Lua script in one round trip; renewals of many locks
 // go in one pipelined round trip; waiters are woken by pub/sub. The key
 // layout is described in keys.go and in the README. Redis 6 or later.
+//
+// Set ContextTimeoutEnabled in the go-redis options. fencelock gives every
+// request a deadline (a wait bound, a lease, a renewal interval) and must
+// not wait past it; go-redis enforces a context's deadline only with that
+// option. With it, requests run on the caller's goroutine; without it, the
+// Backend runs each request on a goroutine of its own and stops waiting at
+// the deadline, which costs about as much client CPU as the request itself.
+// A cancellation before the deadline is then noticed before the request is
+// sent and when the reply is in (a round trip), or, if the server does not
+// answer, at the deadline or go-redis's read timeout, whichever comes first.
 package redisbackend
 
 import (
@@ -30,6 +40,10 @@ type Backend struct {
 	counterExpiry time.Duration // 0: fence counters never expire
 	ack           *replicaAck   // nil: no replica acknowledgement
 	optErr        error         // an invalid option, returned by every call
+
+	// contextDeadlines: rdb ends each request at its context's deadline
+	// (ContextTimeoutEnabled), so guard need not watch the context.
+	contextDeadlines bool
 
 	calls sync.WaitGroup // requests still running after their caller gave up
 }
@@ -74,7 +88,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 			opt(&o)
 		}
 	}
-	b := &Backend{rdb: rdb, counterExpiry: o.counterExpiry, ack: o.ack}
+	b := &Backend{rdb: rdb, counterExpiry: o.counterExpiry, ack: o.ack, contextDeadlines: enforcesContextDeadlines(rdb)}
 	if o.ack != nil {
 		b.optErr = o.ack.check()
 	}
@@ -226,6 +240,12 @@ func (b *Backend) Close() error {
 // Close waits for it. When none of f's commands had been written to a
 // connection yet (go-redis was still dialing, or waiting for a pooled
 // connection), none ever will be, and the error matches fencelock.ErrNotSent.
+//
+// Returning early takes a goroutine that runs f while the caller waits, and
+// that hand-over costs about as much client CPU as the request itself. It
+// is skipped when go-redis enforces the deadline on its own (the client's
+// ContextTimeoutEnabled, and a context with a deadline, which the Client's
+// calls always have): see runInline.
 func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
 		var zero T
@@ -235,6 +255,9 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 		val, err := f(ctx)
 		b.noteFailure(err)
 		return val, err
+	}
+	if _, ok := ctx.Deadline(); ok && b.contextDeadlines {
+		return runInline(b, ctx, f)
 	}
 	ctx, sent := withTracker(ctx)
 	type result struct {
@@ -258,6 +281,50 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 		}
 		return zero, ctx.Err()
 	}
+}
+
+// runInline runs f on the caller's goroutine, for a go-redis client that
+// bounds each request by its context's deadline (ContextTimeoutEnabled): the
+// call ends at the deadline, or at go-redis's read or write timeout if that
+// comes first, without a goroutine to watch the context. A cancellation
+// before the deadline is seen before the request is sent (go-redis checks
+// the context while it waits for a connection) and once the reply is in,
+// not in between: at most the deadline, usually a round trip, later.
+func runInline[T any](b *Backend, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, sent := withTracker(ctx)
+	val, err := f(ctx)
+	if err == nil {
+		b.noteFailure(nil)
+		return val, nil
+	}
+	cerr := ctx.Err()
+	if deadline, _ := ctx.Deadline(); cerr == nil && !time.Now().Before(deadline) {
+		// go-redis's connection deadline, set from ctx, can pass a moment
+		// before ctx's own timer fires.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr == nil {
+		b.noteFailure(err)
+		return val, err
+	}
+	b.noteFailure(cerr)
+	var zero T
+	if sent.abandon() {
+		return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, cerr)
+	}
+	return zero, fmt.Errorf("%w (%w)", cerr, err)
+}
+
+// enforcesContextDeadlines reports whether rdb bounds each request by its
+// context's deadline (go-redis's ContextTimeoutEnabled option).
+func enforcesContextDeadlines(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // ms converts a lease to whole milliseconds for PX, rounding up so that a

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,11 +22,19 @@ import (
 const benchTTL = 10 * time.Second
 
 // benchClient starts a private redis-server and returns a fencelock Client
-// on it (go-redis pool of 256 connections), all closed at cleanup.
+// on it (go-redis pool of 256 connections, ContextTimeoutEnabled as the
+// README recommends), all closed at cleanup.
 func benchClient(b *testing.B) *fencelock.Client {
+	return benchClientWith(b, &redis.Options{PoolSize: 256, ContextTimeoutEnabled: true})
+}
+
+// benchClientWith is benchClient with the given go-redis options (Addr is
+// set to the private server's).
+func benchClientWith(b *testing.B, opt *redis.Options) *fencelock.Client {
 	b.Helper()
 	srv := servertest.Redis(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 256})
+	opt.Addr = srv.Addr()
+	rdb := redis.NewClient(opt)
 	c := fencelock.New(redisbackend.New(rdb))
 	b.Cleanup(func() {
 		c.Close()
@@ -50,6 +59,24 @@ func reportOpsPerSec(b *testing.B) {
 	}
 }
 
+// cpuTime returns the CPU time (user and system) the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the client's CPU time per operation since start (the
+// process's, so the redis-server's own work is not counted). Unlike ns/op,
+// it hardly depends on what else the machine is running.
+func reportCPU(b *testing.B, start time.Duration) {
+	if b.N > 0 {
+		b.ReportMetric(float64(cpuTime()-start)/float64(b.N)/1e3, "cpu-µs/op")
+	}
+}
+
 // BenchmarkAcquireRelease measures uncontended TryAcquire + Release cycles:
 // each goroutine uses its own key, so every attempt succeeds and the figure
 // is the cost of two scripts and the client's bookkeeping.
@@ -57,12 +84,63 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
 		c := benchClient(b)
 		ctx := context.Background()
+		cpu := cpuTime()
 		for b.Loop() {
 			if err := benchCycle(ctx, c, "serial"); err != nil {
 				b.Fatal(err)
 			}
 		}
 		reportOpsPerSec(b)
+		reportCPU(b, cpu)
+	})
+
+	// What an HTTP handler does: Acquire (waiting allowed) under the
+	// request's context, which has a deadline. "default-options" is the
+	// same with go-redis's defaults: without ContextTimeoutEnabled, each
+	// request runs on a goroutine of its own while the caller watches the
+	// context.
+	serialRequest := func(b *testing.B, c *fencelock.Client) {
+		cpu := cpuTime()
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			lk, err := c.Acquire(ctx, "serial-request", benchTTL)
+			if err == nil {
+				err = lk.Release(ctx)
+			}
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportOpsPerSec(b)
+		reportCPU(b, cpu)
+	}
+	b.Run("serial-request", func(b *testing.B) { serialRequest(b, benchClient(b)) })
+	b.Run("serial-request-default-options", func(b *testing.B) {
+		serialRequest(b, benchClientWith(b, &redis.Options{PoolSize: 256}))
+	})
+
+	// The bound: two PINGs through the same go-redis client, the least any
+	// lock on go-redis can do per cycle (one request to take, one to give
+	// back). Ratio serial-request against it.
+	b.Run("ping2-bound", func(b *testing.B) {
+		srv := servertest.Redis(b)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 256, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { rdb.Close() })
+		cpu := cpuTime()
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := rdb.Ping(ctx).Err()
+			if err == nil {
+				err = rdb.Ping(ctx).Err()
+			}
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportOpsPerSec(b)
+		reportCPU(b, cpu)
 	})
 
 	b.Run("parallel64", func(b *testing.B) {

@@ -88,6 +88,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		log.Info("migrations applied", "migrations", applied)
 	}
 
+	opts.ContextTimeoutEnabled = true // requests end at their deadline; see redisbackend
 	rdb := redis.NewClient(opts)
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -177,6 +177,7 @@ func connect() (*redis.Client, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("quickstart: REDIS_URL: %w", err)
 		}
+		opt.ContextTimeoutEnabled = true // requests end at their deadline; see redisbackend
 		rdb := redis.NewClient(opt)
 		return rdb, func() { rdb.Close() }, nil
 	}
@@ -185,7 +186,7 @@ func connect() (*redis.Client, func(), error) {
 		return nil, nil, fmt.Errorf("quickstart: %w (or set REDIS_URL)", err)
 	}
 	fmt.Printf("started a private redis-server on %s\n", srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	return rdb, func() { rdb.Close(); srv.Close() }, nil
 }
 

@@ -1,0 +1,145 @@
+package redisbackend_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
+	"github.com/fencelock/fencelock/internal/faultproxy"
+	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// With go-redis's ContextTimeoutEnabled, go-redis ends a request at its
+// context's deadline by itself, so the backend runs the request on the
+// caller's goroutine instead of handing it to another one and watching the
+// context (issue 9: the hand-over cost as much client CPU as the request).
+
+// callerHook records, for each lock script go-redis processes, whether it
+// runs on a goroutine whose stack holds the function named by caller.
+type callerHook struct {
+	caller         string
+	inline, hopped atomic.Int64
+}
+
+func (h *callerHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *callerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *callerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			buf := make([]byte, 64<<10)
+			if strings.Contains(string(buf[:runtime.Stack(buf, false)]), h.caller) {
+				h.inline.Add(1)
+			} else {
+				h.hopped.Add(1)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func TestInlineRequests(t *testing.T) {
+	srv := servertest.Redis(t)
+	for _, tc := range []struct {
+		contextTimeouts bool
+		wantInline      bool
+	}{
+		{contextTimeouts: true, wantInline: true},
+		{contextTimeouts: false, wantInline: false},
+	} {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: tc.contextTimeouts})
+		hook := &callerHook{caller: "redisbackend_test.TestInlineRequests"}
+		rdb.AddHook(hook)
+		c := fencelock.New(redisbackend.New(rdb))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		lk, err := c.Acquire(ctx, "inline", 10*time.Second)
+		if err == nil {
+			err = lk.Release(ctx)
+		}
+		cancel()
+		c.Close()
+		rdb.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inline, hopped := hook.inline.Load(), hook.hopped.Load()
+		if tc.wantInline && (inline != 2 || hopped != 0) {
+			t.Errorf("ContextTimeoutEnabled: %d scripts on the caller's goroutine, %d on another; want 2 and 0", inline, hopped)
+		}
+		if !tc.wantInline && (inline != 0 || hopped != 2) {
+			t.Errorf("default options: %d scripts on the caller's goroutine, %d on another; want 0 and 2 (go-redis would not end them at the deadline)", inline, hopped)
+		}
+	}
+}
+
+// A request on the caller's goroutine still ends at its context's deadline
+// when the server does not answer, and one that never left the client (the
+// only connection was busy) is reported as not sent.
+func TestInlineRequestsEndAtDeadline(t *testing.T) {
+	srv := servertest.Redis(t)
+	proxy := faultproxy.New(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{
+		Addr: proxy.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		// Far beyond the deadlines below: only the context can end a call.
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolSize: 1, PoolTimeout: time.Minute,
+	})
+	t.Cleanup(func() { rdb.Close() })
+	b := redisbackend.New(rdb)
+	t.Cleanup(func() { b.Close() })
+	bg := context.Background()
+	if err := rdb.Ping(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	req := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Namespace: "inline", Key: "k", Token: "t1"}, Owner: "t1", TTL: 10 * time.Second}
+
+	resume := proxy.StallReplies()
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	start := time.Now()
+	_, err := b.Acquire(ctx, req)
+	cancel()
+	took := time.Since(start)
+	resume()
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fencelock.ErrNotSent) {
+		t.Fatalf("acquire with the replies stalled: %v, want a deadline error (sent)", err)
+	}
+	if took > 20*time.Second {
+		t.Fatalf("acquire with the replies stalled returned after %v, not at its 300ms deadline", took)
+	}
+
+	// The pool's one connection is busy with a blocking command: the
+	// acquire never gets to write, and says so.
+	blocked := make(chan error, 1)
+	go func() { blocked <- rdb.BLPop(bg, 3*time.Second, "inline-nothing").Err() }()
+	pollUntil(t, 30*time.Second, "the BLPOP in flight", func() bool { return rdb.PoolStats().IdleConns == 0 && rdb.PoolStats().TotalConns == 1 })
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel = context.WithTimeout(bg, 200*time.Millisecond)
+	req.Token = "t2"
+	_, err = b.Acquire(ctx, req)
+	cancel()
+	if !errors.Is(err, fencelock.ErrNotSent) {
+		t.Errorf("acquire while the only connection is busy: %v, want ErrNotSent", err)
+	}
+	if err := <-blocked; !errors.Is(err, redis.Nil) {
+		t.Errorf("BLPOP: %v", err)
+	}
+}
+
+// The backend keeps its contract on the inline path.
+func TestConformanceContextTimeouts(t *testing.T) {
+	srv := servertest.Redis(t)
+	fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+		b := redisbackend.New(rdb)
+		t.Cleanup(func() { b.Close(); rdb.Close() })
+		return b
+	})
+}

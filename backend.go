@@ -79,6 +79,11 @@ type ReleaseNotifier interface {
 	// keeps its fallback timer). The returned Watch delivers a value on C
 	// after a release (coalesced: one pending value at most) and must be
 	// stopped.
+	//
+	// A backend must notify of a release that frees a lock for which an
+	// acquire was refused since it was taken (the Client's waiters make one
+	// after they start watching); it may skip releases nobody waited for,
+	// as the Redis backend does, and may notify more often.
 	WatchReleases(ctx context.Context, namespace, key string) (*Watch, error)
 }
 

@@ -322,6 +322,14 @@ func TestKeyLayout(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, "shop:{order:42}:fence").Val(); ttl != -1 {
 		t.Fatalf("fence counter has a TTL (%v): it must never expire", ttl)
 	}
+	// The release publishes only when an acquire was refused meanwhile, as
+	// a waiter's is.
+	if _, err := newClient(t, rdb, fencelock.WithNamespace("shop")).TryAcquire(ctx, "order:42", ttl); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("second TryAcquire: %v, want ErrNotAcquired", err)
+	}
+	if got := rdb.HGet(ctx, "shop:{order:42}:lock", "waited").Val(); got != "1" {
+		t.Fatalf("refused acquire left waited = %q in the hash, want 1", got)
+	}
 	lk.Release(ctx)
 	msg, err := sub.ReceiveMessage(ctx)
 	if err != nil || msg.Channel != "shop:{order:42}:released" {

@@ -549,6 +549,11 @@ func TestOutageReleaseDuringOutage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A refused acquire, as a waiter's: the release publishes only
+			// then.
+			if _, err := other.TryAcquire(ctx, key, ttl); !errors.Is(err, fencelock.ErrNotAcquired) {
+				t.Fatalf("other's TryAcquire: %v, want ErrNotAcquired", err)
+			}
 			// One renewal before the outage: go-redis then has a pooled
 			// connection for renewals (a pipeline pool of its own), so the
 			// renewal during the outage is written at once, rather than

@@ -146,6 +146,10 @@ func TestLossSignalledWhenServerPaused(t *testing.T) {
 	defer cancel()
 	acquiredDeadline := lk.Deadline()
 	waitUntil(t, 30*time.Second, "a renewal", func() bool { return lk.Deadline().After(acquiredDeadline) })
+	// A refused acquire, as a waiter's: the release publishes only then.
+	if _, err := newClient(t, rdb).TryAcquire(ctx, "paused", ttl); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("second TryAcquire: %v, want ErrNotAcquired", err)
+	}
 
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)

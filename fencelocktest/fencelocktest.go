@@ -320,6 +320,10 @@ func releaseNotification(ctx context.Context, s *suite) {
 		s.t.Fatal(err)
 	}
 	defer w.Stop()
+	// A waiter, as the Client's: refused once it watches.
+	if res := s.acquire(ctx, "k", "b", "", 30*time.Second); res.Acquired {
+		s.t.Fatal("second token acquired a held lock")
+	}
 	s.release(ctx, "k", "a")
 	select {
 	case <-w.C:

@@ -215,3 +215,72 @@ func pollUntil(t testing.TB, limit time.Duration, what string, cond func() bool)
 		<-tick.C
 	}
 }
+
+// A counter ahead of the server's clock (a clock stepped back, or fences
+// minted by a server whose clock ran fast) still gives a larger fence: the
+// acquire script's second write.
+func TestFenceCounterAheadOfClock(t *testing.T) {
+	b, rdb := newBackend(t)
+	ctx := context.Background()
+	// Years ahead of the clock in microseconds, and below 2^53: Lua numbers
+	// are doubles.
+	const ahead = int64(4_000_000_000_000_000)
+	if err := rdb.Set(ctx, "t:{ahead}:fence", ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Acquire(ctx, acquireReq("ahead", "a", "a", time.Second))
+	if err != nil || !res.Acquired || res.Fence != ahead+1 {
+		t.Fatalf("acquire with the counter at %d: %+v, %v; want fence %d", ahead, res, err, ahead+1)
+	}
+	if v, _ := rdb.Get(ctx, "t:{ahead}:fence").Int64(); v != ahead+1 {
+		t.Fatalf("counter %d after the acquire, want %d", v, ahead+1)
+	}
+}
+
+// A release publishes on the lock's channel only when an acquire was
+// refused while the lock was held (someone waits): an uncontended cycle
+// costs no PUBLISH, which on Cluster reaches every node.
+func TestReleasePublishesOnlyWhenWaited(t *testing.T) {
+	b, rdb := newBackend(t)
+	ctx := context.Background()
+	sub := rdb.Subscribe(ctx, "t:{pub}:released")
+	t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rel := func(token string) {
+		t.Helper()
+		if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "pub", Token: token}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := b.Acquire(ctx, acquireReq("pub", "a", "a", 10*time.Second)); err != nil || !res.Acquired {
+		t.Fatal(res, err)
+	}
+	rel("a")
+	if res, err := b.Acquire(ctx, acquireReq("pub", "b", "b", 10*time.Second)); err != nil || !res.Acquired {
+		t.Fatal(res, err)
+	}
+	if res, err := b.Acquire(ctx, acquireReq("pub", "c", "c", 10*time.Second)); err != nil || res.Acquired {
+		t.Fatal("c acquired a held lock", res, err)
+	}
+	rel("b")
+	// Messages arrive in order: the first is b's release, so a's sent none.
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := sub.ReceiveMessage(mctx); err != nil {
+		t.Fatalf("no message after the release that c waited for: %v", err)
+	}
+	if n := rdb.PubSubNumSub(ctx, "t:{pub}:released").Val()["t:{pub}:released"]; n != 1 {
+		t.Fatalf("subscribers %d", n)
+	}
+	// Publish a marker: if a's release had published, the marker would not
+	// be the next message.
+	if err := rdb.Publish(ctx, "t:{pub}:released", "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.ReceiveMessage(mctx)
+	if err != nil || msg.Payload != "marker" {
+		t.Fatalf("next message %v, %v; want the marker (an uncontended release published)", msg, err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,12 +27,13 @@ const benchTTL = 10 * time.Second
 // on it (go-redis pool of 256 connections, ContextTimeoutEnabled as the
 // README recommends), all closed at cleanup.
 func benchClient(b *testing.B) *fencelock.Client {
-	return benchClientWith(b, &redis.Options{PoolSize: 256, ContextTimeoutEnabled: true})
+	c, _ := benchClientWith(b, &redis.Options{PoolSize: 256, ContextTimeoutEnabled: true})
+	return c
 }
 
 // benchClientWith is benchClient with the given go-redis options (Addr is
-// set to the private server's).
-func benchClientWith(b *testing.B, opt *redis.Options) *fencelock.Client {
+// set to the private server's); it also returns the go-redis client.
+func benchClientWith(b *testing.B, opt *redis.Options) (*fencelock.Client, *redis.Client) {
 	b.Helper()
 	srv := servertest.Redis(b)
 	opt.Addr = srv.Addr()
@@ -40,7 +43,24 @@ func benchClientWith(b *testing.B, opt *redis.Options) *fencelock.Client {
 		c.Close()
 		rdb.Close()
 	})
-	return c
+	return c, rdb
+}
+
+// commandsProcessed returns the number of commands the server has run
+// (commands inside scripts count, each script call counts once more).
+func commandsProcessed(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Fatal("no total_commands_processed in INFO stats")
+	return 0
 }
 
 // benchCycle takes the uncontended lock key once and releases it.
@@ -99,7 +119,8 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	// same with go-redis's defaults: without ContextTimeoutEnabled, each
 	// request runs on a goroutine of its own while the caller watches the
 	// context.
-	serialRequest := func(b *testing.B, c *fencelock.Client) {
+	serialRequest := func(b *testing.B, c *fencelock.Client, rdb *redis.Client) {
+		commands := commandsProcessed(b, rdb)
 		cpu := cpuTime()
 		for b.Loop() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -114,10 +135,16 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 		reportOpsPerSec(b)
 		reportCPU(b, cpu)
+		// Less the INFO call itself.
+		b.ReportMetric(float64(commandsProcessed(b, rdb)-commands-1)/float64(b.N), "redis-cmds/op")
 	}
-	b.Run("serial-request", func(b *testing.B) { serialRequest(b, benchClient(b)) })
+	b.Run("serial-request", func(b *testing.B) {
+		c, rdb := benchClientWith(b, &redis.Options{PoolSize: 256, ContextTimeoutEnabled: true})
+		serialRequest(b, c, rdb)
+	})
 	b.Run("serial-request-default-options", func(b *testing.B) {
-		serialRequest(b, benchClientWith(b, &redis.Options{PoolSize: 256}))
+		c, rdb := benchClientWith(b, &redis.Options{PoolSize: 256})
+		serialRequest(b, c, rdb)
 	})
 
 	// The bound: two PINGs through the same go-redis client, the least any

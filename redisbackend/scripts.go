@@ -17,6 +17,34 @@ import (
 // Every script first drops the holds whose lease has ended (prune), so a
 // lapsed re-entrant hold never keeps the lock alive.
 
+// holdsOf is shared by the release and renewal scripts: one HGETALL gives
+// them the hold they act on, the other holds, and whether anyone waits.
+const holdsOf = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- holds_of returns the lease end (ms) of hold, or nil when lock lacks it;
+-- the other holds as a flat list {field, end, ...}; and whether the lock is
+-- marked as waited for.
+local function holds_of(lock, hold)
+  local fields = redis.call('HGETALL', lock)
+  local ends, others, waited = nil, {}, false
+  for i = 1, #fields, 2 do
+    local f = fields[i]
+    if f == hold then
+      ends = tonumber(fields[i + 1])
+    elseif f == 'waited' then
+      waited = true
+    elseif string.sub(f, 1, 2) == 't:' then
+      others[#others + 1] = f
+      others[#others + 1] = tonumber(fields[i + 1])
+    end
+  end
+  return ends, others, waited
+end
+`
+
 // prelude is shared by the scripts that need the time or the live holds.
 const prelude = `
 local function now_us()
@@ -46,8 +74,9 @@ end
 `
 
 // acquireScript takes a free lock, re-enters a lock held by the same owner,
-// or reports the holder's remaining lease. A token with a tombstone (its
-// client gave the acquire up) is refused.
+// or reports the holder's remaining lease and marks the lock as waited for
+// (so that its release wakes waiters). A token with a tombstone (its client
+// gave the acquire up) is refused.
 //
 //	KEYS: lock, fence counter, tombstone    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor
 //	returns {1, fence, holds} when held, {0, 0, 0, holder's remaining lease (ms), or -1} when not.
@@ -80,9 +109,12 @@ if redis.call('EXISTS', tombstone) == 1 then
 end
 
 if not holder then
-  local fence = redis.call('INCR', counter)
-  if fence < nowUs or fence <= floor then
-    fence = math.max(nowUs, floor + 1)
+  -- Usually the clock is ahead of the counter: one GETSET. When the
+  -- counter is ahead (a clock stepped back), a second write corrects it.
+  local fence = math.max(nowUs, floor + 1)
+  local last = tonumber(redis.call('GETSET', counter, string.format('%d', fence)) or 0)
+  if last >= fence then
+    fence = last + 1
     redis.call('SET', counter, string.format('%d', fence))
   end
   if counterTTL > 0 then
@@ -106,35 +138,49 @@ if holder == owner then
   return {1, fence, live}
 end
 
+-- Someone waits: the release that frees the lock must publish.
+redis.call('HSET', lock, 'waited', '1')
 return {0, 0, 0, latest - now}
 `)
 
 // releaseScript drops one hold, if the lock has it and its lease is running;
-// the last hold deletes the lock and wakes waiters. With a tombstone time, it
-// first records that acquires with this token must be refused.
+// the last hold deletes the lock and, if an acquire found it held meanwhile,
+// wakes waiters. With a tombstone time, it first records that acquires with
+// this token must be refused. One read of the hash serves the whole script:
+// uncontended, it runs HGETALL, TIME and DEL.
 //
 //	KEYS: lock, tombstone    ARGV: token, channel, tombstone (ms, 0: none)
 //	returns the live holds left, or -1 when the lock did not have this hold.
-var releaseScript = newScript(prelude + `
+var releaseScript = newScript(holdsOf + `
 local lock, tombstone = KEYS[1], KEYS[2]
 local hold, channel, tombstoneMs = 't:' .. ARGV[1], ARGV[2], tonumber(ARGV[3])
 if tombstoneMs > 0 then
   redis.call('SET', tombstone, '1', 'PX', tombstoneMs)
 end
-local ends = redis.call('HGET', lock, hold)
+local ends, others, waited = holds_of(lock, hold)
 if not ends then
   return -1
 end
-local now = math.floor(now_us() / 1000)
-redis.call('HDEL', lock, hold)
-local live, latest = prune(lock, now)
+local now = now_ms()
+local live, latest, drop = 0, 0, {hold}
+for i = 1, #others, 2 do
+  if others[i + 1] > now then
+    live = live + 1
+    if others[i + 1] > latest then latest = others[i + 1] end
+  else
+    drop[#drop + 1] = others[i]
+  end
+end
 if live == 0 then
   redis.call('DEL', lock)
-  redis.call('PUBLISH', channel, 'released')
+  if waited then
+    redis.call('PUBLISH', channel, 'released')
+  end
 else
+  redis.call('HDEL', lock, unpack(drop))
   redis.call('PEXPIRE', lock, latest - now)
 end
-if tonumber(ends) <= now then
+if ends <= now then
   return -1
 end
 return live
@@ -142,22 +188,33 @@ return live
 
 // renewScript sets the lease of a hold that is still running to ttl from
 // now; it never re-creates a lapsed hold. The lock key lives as long as its
-// longest hold.
+// longest hold. One read of the hash serves the whole script: HGETALL,
+// TIME, HSET and PEXPIRE.
 //
 //	KEYS: lock    ARGV: token, ttl (ms)
 //	returns 1 when renewed, 0 when the lock does not have this hold.
-var renewScript = newScript(prelude + `
+var renewScript = newScript(holdsOf + `
 local lock, hold, ttl = KEYS[1], 't:' .. ARGV[1], tonumber(ARGV[2])
-local ends = redis.call('HGET', lock, hold)
+local ends, others = holds_of(lock, hold)
 if not ends then
   return 0
 end
-local now = math.floor(now_us() / 1000)
-if tonumber(ends) <= now then
+local now = now_ms()
+if ends <= now then
   return 0
 end
+local latest, drop = now + ttl, {}
+for i = 1, #others, 2 do
+  if others[i + 1] > now then
+    if others[i + 1] > latest then latest = others[i + 1] end
+  else
+    drop[#drop + 1] = others[i]
+  end
+end
+if #drop > 0 then
+  redis.call('HDEL', lock, unpack(drop))
+end
 redis.call('HSET', lock, hold, string.format('%d', now + ttl))
-local live, latest = prune(lock, now)
 redis.call('PEXPIRE', lock, latest - now)
 return 1
 `)

@@ -15,6 +15,9 @@ import (
 //	                          t:TOK  one field per hold, named by its owner
 //	                                 token: the server time (Unix ms) at which
 //	                                 the hold's lease ends
+//	                          waited set when an acquire found the lock held:
+//	                                 the release that frees the lock publishes
+//	                                 on the channel only then
 //	NS:{KEY}:fence          string, no expiry unless WithFenceCounterExpiry:
 //	                        the last fencing token minted
 //	NS:{KEY}:tombstone:TOK  string, expiring: acquires with token TOK are

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -15,30 +17,98 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 )
 
-// locker is one lock library under test, connected to one redis-server.
+// locker is one lock library under test, connected to one redis-server, as
+// one process of an application would use it: one client shared by all the
+// process's goroutines.
 type locker interface {
-	// lock takes the lock named key. With wait 0 it makes one attempt;
-	// otherwise it waits the library's natural way, for at most wait. It
-	// returns the function that releases the lock.
-	lock(key string, wait time.Duration) (release func() error, err error)
+	// cycle takes the lock named key the library's usual waiting way, bounded
+	// by ctx (a request context with a timeout, as an HTTP handler has), calls
+	// inside while holding it, and releases it. It returns an error if the
+	// lock was not taken, or was taken but not released cleanly.
+	cycle(ctx context.Context, key string, inside func()) error
+
+	// hold takes the lock named key with a lease of ttl, renewed every renew
+	// until the returned lock is released; ctx bounds the acquire only.
+	hold(ctx context.Context, key string, ttl, renew time.Duration) (heldLock, error)
+
 	// close disconnects.
 	close() error
 }
 
-// library names a locker and how to connect one.
-type library struct {
-	name    string
-	connect func(addr string) (locker, error)
+// heldLock is one lock taken by locker.hold.
+type heldLock interface {
+	// lost reports whether the library (or, for libraries without automatic
+	// renewal, the benchmark's renewal goroutine) found the lock lost.
+	lost() bool
+	release(ctx context.Context) error
 }
 
-const fencelockName = "fencelock"
+// library names a locker, how its process connects it, and the settings it
+// runs with (printed with the results).
+type library struct {
+	name     string
+	settings string
+	connect  func(addr string, ttl, renew time.Duration) (locker, error)
+	// noHeld: not run in the held-locks workload (a variant of another
+	// library that would measure the same thing).
+	noHeld bool
+}
+
+const (
+	fencelockName   = "fencelock"
+	fencelockDoName = "fencelock-Do"
+)
+
+// Peers' waiting settings. The peers' defaults poll far more slowly (redsync
+// 50–250 ms, redislock no retry at all), which makes them look worse under
+// contention than they can be; these are the fastest settings a user would
+// reasonably choose, and what the "best settings" asks for.
+const (
+	// redsyncRetryDelay: redsync's delay between attempts while waiting
+	// (WithRetryDelay; its default is a random 50–250 ms).
+	redsyncRetryDelay = time.Millisecond
+	// redislockBackoff: bsm/redislock's LinearBackoff step (its default is
+	// NoRetry, so a waiting user must pick one).
+	redislockBackoff = time.Millisecond
+)
 
 // libraries are the libraries measured, in order; fencelock first.
 var libraries = []library{
-	{fencelockName, newFencelock},
-	{"redsync", newRedsync},
-	{"redislock", newRedislock},
-	{"rueidislock", newRueidislock},
+	{
+		name: fencelockName,
+		settings: "Client.Acquire(ctx, key, ttl) with the request context, Lock.Release(ctx); " +
+			"waiting woken by pub/sub release messages; held locks: WithAutoRenew(renew interval)",
+		connect: newFencelock,
+	},
+	{
+		name: fencelockDoName,
+		settings: "Client.Do(ctx, key, ttl, fn) with the request context: acquire, renew every ttl/3 " +
+			"while fn runs (Do's default), release",
+		connect: newFencelockDo,
+		noHeld:  true, // Do holds a lock only while fn runs: the held-locks workload is WithAutoRenew's
+	},
+	{
+		name: "redsync",
+		settings: fmt.Sprintf("one go-redis pool (quorum 1), Mutex.LockContext(ctx) retrying every %v "+
+			"(WithRetryDelay; default 50–250 ms), UnlockContext; held locks: ExtendContext every renew "+
+			"interval from one benchmark goroutine per lock (redsync has no automatic renewal)", redsyncRetryDelay),
+		connect: newRedsync,
+	},
+	{
+		name: "redislock",
+		settings: fmt.Sprintf("Client.Obtain(ctx, key, ttl, LinearBackoff(%v)), Lock.Release(ctx); held locks: "+
+			"Lock.Refresh every renew interval from one benchmark goroutine per lock (redislock has no "+
+			"automatic renewal)", redislockBackoff),
+		connect: newRedislock,
+	},
+	{
+		name: "rueidislock",
+		settings: "NewLocker with its defaults and the README's recommendations for one Redis node " +
+			"(KeyMajority 1, NoLoopTracking on Redis >= 7.0.5, client-side caching on), KeyValidity = ttl; " +
+			"WithContext(ctx, key) woken by client-side-caching invalidations, cancel to release; held locks: " +
+			"its own keep-alive, ExtendInterval = renew interval",
+		connect: newRueidislock,
+	},
 }
 
 func libraryNames() []string {
@@ -58,136 +128,232 @@ func libraryByName(name string) (library, bool) {
 	return library{}, false
 }
 
+// isFencelock reports whether name is fencelock or a variant of it.
+func isFencelock(name string) bool { return name == fencelockName || name == fencelockDoName }
+
 // errNotHeld is returned by a release that found the lock gone.
 var errNotHeld = errors.New("release: lock was not held")
+
+// poolSize is the go-redis pool of every go-redis based library: large
+// enough that 64 goroutines never wait for a connection (go-redis's
+// default is 10 per CPU).
+const poolSize = 256
 
 // newGoRedis returns the go-redis client every go-redis based library uses.
 func newGoRedis(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 }
 
-// fencelockLocker uses Client.TryAcquire, or Client.Acquire with WithWait
-// (woken by pub/sub release messages), and Lock.Release.
+// --- fencelock ---
+
 type fencelockLocker struct {
 	rdb    *redis.Client
 	client *fencelock.Client
+	ttl    time.Duration
+	do     bool // cycle through Client.Do instead of Acquire + Release
 }
 
-func newFencelock(addr string) (locker, error) {
+func newFencelock(addr string, ttl, _ time.Duration) (locker, error) {
 	rdb := newGoRedis(addr)
-	return &fencelockLocker{rdb: rdb, client: fencelock.New(redisbackend.New(rdb))}, nil
+	return &fencelockLocker{rdb: rdb, client: fencelock.New(redisbackend.New(rdb)), ttl: ttl}, nil
 }
 
-func (l *fencelockLocker) lock(key string, wait time.Duration) (func() error, error) {
-	ctx := context.Background()
-	var lk *fencelock.Lock
-	var err error
-	if wait == 0 {
-		lk, err = l.client.TryAcquire(ctx, key, lockTTL)
-	} else {
-		lk, err = l.client.Acquire(ctx, key, lockTTL, fencelock.WithWait(wait))
-	}
+func newFencelockDo(addr string, ttl, renew time.Duration) (locker, error) {
+	l, err := newFencelock(addr, ttl, renew)
 	if err != nil {
 		return nil, err
 	}
-	return func() error { return lk.Release(ctx) }, nil
+	l.(*fencelockLocker).do = true
+	return l, nil
 }
+
+func (l *fencelockLocker) cycle(ctx context.Context, key string, inside func()) error {
+	if l.do {
+		return l.client.Do(ctx, key, l.ttl, func(context.Context, *fencelock.Lock) error {
+			inside()
+			return nil
+		})
+	}
+	lk, err := l.client.Acquire(ctx, key, l.ttl)
+	if err != nil {
+		return err
+	}
+	inside()
+	return lk.Release(ctx)
+}
+
+func (l *fencelockLocker) hold(ctx context.Context, key string, ttl, renew time.Duration) (heldLock, error) {
+	lk, err := l.client.Acquire(ctx, key, ttl, fencelock.WithAutoRenew(renew))
+	if err != nil {
+		return nil, err
+	}
+	return fencelockHeld{lk}, nil
+}
+
+type fencelockHeld struct{ lk *fencelock.Lock }
+
+func (h fencelockHeld) lost() bool                        { return errors.Is(h.lk.Err(), fencelock.ErrLost) }
+func (h fencelockHeld) release(ctx context.Context) error { return h.lk.Release(ctx) }
 
 func (l *fencelockLocker) close() error {
 	return errors.Join(l.client.Close(), l.rdb.Close())
 }
 
-// redsyncLocker uses one redsync pool (quorum 1) on go-redis v9, retrying
-// every 50 ms while waiting.
+// --- redsync ---
+
 type redsyncLocker struct {
 	rdb *redis.Client
 	rs  *redsync.Redsync
+	ttl time.Duration
 }
 
-// redsyncRetryDelay is redsync's delay between attempts while waiting.
-const redsyncRetryDelay = 50 * time.Millisecond
-
-func newRedsync(addr string) (locker, error) {
+func newRedsync(addr string, ttl, _ time.Duration) (locker, error) {
 	rdb := newGoRedis(addr)
-	return &redsyncLocker{rdb: rdb, rs: redsync.New(redsyncgoredis.NewPool(rdb))}, nil
+	return &redsyncLocker{rdb: rdb, rs: redsync.New(redsyncgoredis.NewPool(rdb)), ttl: ttl}, nil
 }
 
-func (l *redsyncLocker) lock(key string, wait time.Duration) (func() error, error) {
-	ctx := context.Background()
-	// Enough tries to cover the wait; the context deadline ends it anyway.
-	tries := int(wait/redsyncRetryDelay) + 2
-	m := l.rs.NewMutex(key, redsync.WithExpiry(lockTTL), redsync.WithTries(tries),
-		redsync.WithRetryDelay(redsyncRetryDelay))
-	if wait == 0 {
-		if err := m.TryLockContext(ctx); err != nil {
-			return nil, err
-		}
-	} else {
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		err := m.LockContext(wctx)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
+// mutex returns a redsync mutex that retries every redsyncRetryDelay for as
+// long as ctx allows (redsync counts tries, not time: enough tries to cover
+// the context's deadline; the deadline ends it first).
+func (l *redsyncLocker) mutex(ctx context.Context, key string, ttl time.Duration) *redsync.Mutex {
+	tries := 32 // redsync's default
+	if d, ok := ctx.Deadline(); ok {
+		tries = int(time.Until(d)/redsyncRetryDelay) + 2
 	}
-	return func() error {
+	return l.rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(tries),
+		redsync.WithRetryDelay(redsyncRetryDelay))
+}
+
+func (l *redsyncLocker) cycle(ctx context.Context, key string, inside func()) error {
+	m := l.mutex(ctx, key, l.ttl)
+	if err := m.LockContext(ctx); err != nil {
+		return err
+	}
+	inside()
+	ok, err := m.UnlockContext(ctx)
+	if err == nil && !ok {
+		err = errNotHeld
+	}
+	return err
+}
+
+func (l *redsyncLocker) hold(ctx context.Context, key string, ttl, renew time.Duration) (heldLock, error) {
+	m := l.mutex(ctx, key, ttl)
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return startRenewer(renew, func(ctx context.Context) error {
+		ok, err := m.ExtendContext(ctx)
+		if err == nil && !ok {
+			err = errNotHeld
+		}
+		return err
+	}, func(ctx context.Context) error {
 		ok, err := m.UnlockContext(ctx)
 		if err == nil && !ok {
 			err = errNotHeld
 		}
 		return err
-	}, nil
+	}), nil
 }
 
 func (l *redsyncLocker) close() error { return l.rdb.Close() }
 
-// redislockLocker uses bsm/redislock with a linear backoff of 100 ms and a
-// context deadline while waiting.
+// --- bsm/redislock ---
+
 type redislockLocker struct {
 	rdb    *redis.Client
 	client *redislock.Client
+	ttl    time.Duration
 }
 
-func newRedislock(addr string) (locker, error) {
+func newRedislock(addr string, ttl, _ time.Duration) (locker, error) {
 	rdb := newGoRedis(addr)
-	return &redislockLocker{rdb: rdb, client: redislock.New(rdb)}, nil
+	return &redislockLocker{rdb: rdb, client: redislock.New(rdb), ttl: ttl}, nil
 }
 
-func (l *redislockLocker) lock(key string, wait time.Duration) (func() error, error) {
-	ctx := context.Background()
-	var lk *redislock.Lock
-	var err error
-	if wait == 0 {
-		lk, err = l.client.Obtain(ctx, key, lockTTL, nil) // nil options: no retry
-	} else {
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		lk, err = l.client.Obtain(wctx, key, lockTTL, &redislock.Options{
-			RetryStrategy: redislock.LinearBackoff(100 * time.Millisecond),
-		})
-		cancel()
+func (l *redislockLocker) obtain(ctx context.Context, key string, ttl time.Duration) (*redislock.Lock, error) {
+	return l.client.Obtain(ctx, key, ttl, &redislock.Options{
+		RetryStrategy: redislock.LinearBackoff(redislockBackoff),
+	})
+}
+
+func (l *redislockLocker) cycle(ctx context.Context, key string, inside func()) error {
+	lk, err := l.obtain(ctx, key, l.ttl)
+	if err != nil {
+		return err
 	}
+	inside()
+	return lk.Release(ctx)
+}
+
+func (l *redislockLocker) hold(ctx context.Context, key string, ttl, renew time.Duration) (heldLock, error) {
+	lk, err := l.obtain(ctx, key, ttl)
 	if err != nil {
 		return nil, err
 	}
-	return func() error { return lk.Release(ctx) }, nil
+	return startRenewer(renew, func(ctx context.Context) error {
+		return lk.Refresh(ctx, ttl, nil)
+	}, lk.Release), nil
 }
 
 func (l *redislockLocker) close() error { return l.rdb.Close() }
 
-// rueidislockLocker uses one rueidislock Locker (its own rueidis client,
-// which pipelines every goroutine's commands over a shared connection)
-// with one key per lock (KeyMajority 1, like the other libraries) and a
-// 10 s key validity. Waiters are woken by client-side-caching invalidations
-// and by releases made through the same Locker.
+// renewer is what a user of a library without automatic renewal writes:
+// one goroutine per held lock, extending it on a ticker until released.
+// A failed extension marks the lock lost and ends the goroutine.
+type renewer struct {
+	stop     chan struct{}
+	done     chan struct{}
+	isLost   atomic.Bool
+	unlockFn func(context.Context) error
+}
+
+func startRenewer(every time.Duration, extend, unlock func(context.Context) error) *renewer {
+	r := &renewer{stop: make(chan struct{}), done: make(chan struct{}), unlockFn: unlock}
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), every)
+				err := extend(ctx)
+				cancel()
+				if err != nil {
+					r.isLost.Store(true)
+					return
+				}
+			}
+		}
+	}()
+	return r
+}
+
+func (r *renewer) lost() bool { return r.isLost.Load() }
+
+func (r *renewer) release(ctx context.Context) error {
+	close(r.stop)
+	<-r.done
+	return r.unlockFn(ctx)
+}
+
+// --- rueidislock ---
+
 type rueidislockLocker struct {
 	locker rueidislock.Locker
 }
 
-func newRueidislock(addr string) (locker, error) {
+func newRueidislock(addr string, ttl, renew time.Duration) (locker, error) {
 	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
-		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
-		KeyMajority:  1,
-		KeyValidity:  lockTTL,
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
+		KeyMajority:    1,    // README: KeyMajority=1 with one Redis instance
+		NoLoopTracking: true, // README: better performance with Redis >= 7.0.5
+		KeyValidity:    ttl,
+		ExtendInterval: renew, // 0: its default, KeyValidity/2
 	})
 	if err != nil {
 		return nil, err
@@ -195,29 +361,49 @@ func newRueidislock(addr string) (locker, error) {
 	return &rueidislockLocker{locker: lk}, nil
 }
 
-func (l *rueidislockLocker) lock(key string, wait time.Duration) (func() error, error) {
-	var cancelLock context.CancelFunc
-	var err error
-	if wait == 0 {
-		_, cancelLock, err = l.locker.TryWithContext(context.Background(), key)
-		if err != nil {
-			return nil, err
-		}
-		return func() error { cancelLock(); return nil }, nil
-	}
-	// The lock's context derives from wctx: cancelling wctx releases it, so
-	// wctx lives until the release.
-	wctx, cancelWait := context.WithTimeout(context.Background(), wait)
-	_, cancelLock, err = l.locker.WithContext(wctx, key)
+func (l *rueidislockLocker) cycle(ctx context.Context, key string, inside func()) error {
+	// The lock is a context derived from ctx; its cancel releases the lock
+	// (deleting the key, and waiting for that).
+	_, cancel, err := l.locker.WithContext(ctx, key)
 	if err != nil {
-		cancelWait()
+		return err
+	}
+	inside()
+	cancel()
+	return nil
+}
+
+// hold acquires with a context without deadline: rueidislock shortens a
+// lock's validity to its context's deadline, and the lock's context lives
+// as long as the lock.
+func (l *rueidislockLocker) hold(ctx context.Context, key string, _, _ time.Duration) (heldLock, error) {
+	lctx, cancelLife := context.WithCancel(context.Background())
+	// Give up waiting when ctx ends, as the other libraries do.
+	stop := context.AfterFunc(ctx, cancelLife)
+	lockCtx, cancel, err := l.locker.WithContext(lctx, key)
+	if !stop() && err == nil { // ctx ended just as the lock was taken
+		cancel()
+		err = ctx.Err()
+	}
+	if err != nil {
+		cancelLife()
 		return nil, err
 	}
-	return func() error {
-		cancelLock() // deletes the key and waits for that
-		cancelWait()
-		return nil
-	}, nil
+	return &rueidisHeld{ctx: lockCtx, cancel: func() { cancel(); cancelLife() }}, nil
+}
+
+type rueidisHeld struct {
+	ctx      context.Context
+	cancel   func()
+	released atomic.Bool
+}
+
+func (h *rueidisHeld) lost() bool { return !h.released.Load() && h.ctx.Err() != nil }
+
+func (h *rueidisHeld) release(context.Context) error {
+	h.released.Store(true)
+	h.cancel()
+	return nil
 }
 
 func (l *rueidislockLocker) close() error {

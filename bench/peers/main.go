@@ -1,427 +1,445 @@
-// Command peers compares fencelock with other Go lock libraries for Redis,
-// measured in the same run against the same redis-server:
-// go-redsync/redsync (v4, go-redis v9 pool), bsm/redislock and
-// redis/rueidis/rueidislock.
+// Command peers compares fencelock with other Go lock libraries for Redis
+// as their users run them, in one run against one private redis-server:
+// go-redsync/redsync (v4, go-redis v9), bsm/redislock and
+// redis/rueidis/rueidislock, each at its best settings (see libs.go; the
+// settings are printed with the results).
 //
-// Each library runs three workloads, each for --duration in every round:
+//	cd bench/peers && go run .            # the full run (about 11 minutes on 2 cores)
+//	cd bench/peers && go run . --quick    # shorter workloads (about 5 minutes)
+//	go run . --held 100000                # the held-locks workload with 100,000 locks
 //
-//   - serial: one goroutine takes and releases its own key, one attempt per
-//     acquisition (no contention): the latency of a lock+unlock cycle.
-//   - parallel64: 64 goroutines do the same, each on its own key: how much
-//     of the server's capacity the library can use.
-//   - contended: 16 goroutines take one key in turn, each holding it for
-//     1 ms and pausing 1 ms before asking again, waiting the library's
-//     natural way (fencelock: Client.Acquire, woken by pub/sub; redsync:
-//     retry every 50 ms; redislock: linear backoff of 100 ms; rueidislock:
-//     WithContext, woken by client-side-caching invalidations). The lease is
-//     10 s, so expiry never decides who gets the lock. Reported: cycles/s,
-//     the time spent waiting in the acquire call (p50, p99), and the fewest
-//     and most acquisitions one worker made (a low minimum is starvation).
+// Every measurement runs in worker processes of its own (this binary,
+// re-executed), one library at a time: the uncontended and one-process
+// workloads in one process with one client shared by its goroutines, as an
+// application would use a library; the cross-process workload in --procs
+// processes. Every acquire+release gets a fresh request context
+// (context.WithTimeout(--request)), as in an HTTP handler, and waits the
+// library's own way (fencelock: Client.Acquire, or Client.Do as a second
+// entry, "fencelock-Do").
 //
-// By default the contended workers share one client, as the goroutines of
-// one process would. fencelock (a per-Client wait queue) and rueidislock (a
-// per-Locker gate) then hand the lock over mostly inside the process, while
-// redsync and redislock poll the server. With --separate-clients every
-// worker has its own client, as if each were a process: then every library
-// hands over through the server (fencelock: pub/sub release messages).
+// Workloads, each for --duration per library and round:
 //
-// The libraries take turns: within each round, every workload runs for
-// each library in a rotating order, and the tables show the median of the
-// rounds (--rounds, default 3), so that a noisy neighbour on the machine
-// hits all libraries alike; the spread table shows how noisy it was.
+//   - serial: one goroutine takes and releases its own key: cycles/s,
+//     acquire latency, client CPU per cycle (getrusage of the worker process
+//     around the workload ÷ cycles), server CPU and Redis commands per cycle
+//     (INFO cpu and commandstats deltas ÷ cycles). PING round trips from one
+//     goroutine are measured in the same rounds: a cycle needs at least two
+//     round trips, so PING/s ÷ 2 is the bound.
+//   - parallel64: 64 goroutines, each on its own key.
+//   - contended: 16 goroutines of one process on one key, each holding it
+//     for 1 ms and pausing 1 ms before asking again: hand-offs/s (lock
+//     acquisitions/s), the wait in the acquire call (percentiles), and the
+//     fewest and most acquisitions of one worker (min/max near 1 is fair;
+//     near 0 is starvation).
+//   - contended-procs: the same with --procs processes × --proc-workers
+//     goroutines, one client per process.
+//   - held: one process takes --held locks with a lease of --held-ttl
+//     renewed every --held-renew, then for --held-window measures its CPU
+//     time (average and busiest second), the latency of a lock+unlock of
+//     another key every --probe-every, its goroutines, heap per lock, and
+//     locks lost.
 //
-// Every workload counts, per key, the workers inside the critical section
-// and reports a violation whenever a worker finds another one there; only
-// the contended workload can meet one, and it should never happen.
+// The libraries take turns: in each round every workload runs for each
+// library in a rotating order, and the tables show the median of the rounds
+// (--rounds), so that a noisy neighbour on the machine hits all libraries
+// alike. A shared-memory counter checks that no two workers (of any
+// process) are ever inside the contended key at once.
 //
-// The ratio table divides fencelock's figure by the peer's ("fencelock ÷
-// peer"). Above 1 is better for fencelock on ops/s and cycles/s (it is that
-// many times faster); below 1 is better on wait times (it waits that
-// fraction of the peer's wait). For acquisitions per worker, min and max
-// close together mean fair hand-over; a min ratio above 1 means fencelock's
-// least served worker got more turns than the peer's. A fair lock has a
-// high p50 wait by design (every worker queues behind the others, about
-// workers × (hold + hand-over)), while a polling lock that lets the last
-// holder take it again shows a tiny p50 and a huge p99: read p50 together
-// with p99 and min/max.
-//
-// The diagnostics table shows the uncontended acquire latency and the CPU
-// time per acquire+release of this process and of redis-server (from INFO
-// cpu): on a small machine both share the cores, so CPU per operation
-// predicts the parallel throughput.
-//
-// Run it from this directory (it is its own module, so that library users
-// do not pull in the peers):
-//
-//	cd bench/peers && go run . [--duration 3s] [--rounds 3] [--separate-clients]
-//		[--redis host:port] [--libs fencelock,redsync] [--json]
+// At the end it prints a markdown table (fencelock, every peer, the best
+// peer and fencelock ÷ best peer) and writes it to --md, and writes a plot
+// of throughput and wait percentiles per library to --svg.
 //
 // Without --redis it starts a private redis-server (from $PATH) on a free
 // loopback port, without persistence, and stops it at the end.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
-	"math"
 	"os"
-	"slices"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Workload parameters; the same for every library.
+// options are the command-line flags.
+type options struct {
+	duration, warmup, request time.Duration
+	rounds                    int
+	addr                      string
+	libs, workloads           []string
+	procs, procWorkers        int
+	held                      int
+	heldTTL, heldRenew        time.Duration
+	heldWindow, probeEvery    time.Duration
+	mdPath, svgPath, jsonPath string
+	label                     string
+	maxLoad                   float64
+	loadWait                  time.Duration
+	quiet                     bool // no progress lines
+}
+
+// Workload parameters that are the same in every run.
 const (
 	parallelWorkers  = 64
 	contendedWorkers = 16
 	contendedHold    = time.Millisecond
-	contendedPause   = time.Millisecond
-	lockTTL          = 10 * time.Second // never decides anything
-	maxWait          = 10 * time.Second // bound of one waiting acquire
-	poolSize         = 256              // go-redis pool of every go-redis based library
+	contendedThink   = time.Millisecond
+	lockTTL          = 10 * time.Second // the cycles' lease; never decides anything
 )
 
-// options are the command-line flags.
-type options struct {
-	duration, warmup time.Duration
-	rounds           int
-	addr             string
-	libs             []string
-	separate, asJSON bool
-}
-
 func main() {
-	var o options
-	flag.DurationVar(&o.duration, "duration", 3*time.Second, "how long each workload runs, per library and round")
-	flag.IntVar(&o.rounds, "rounds", 3, "rounds; the libraries take turns within each workload and round, and the median round counts")
-	flag.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "unmeasured parallel run per client first (dials connections, loads scripts)")
-	flag.StringVar(&o.addr, "redis", "", "use the redis-server at host:port instead of starting one")
-	libs := flag.String("libs", strings.Join(libraryNames(), ","), "comma-separated libraries to run")
-	flag.BoolVar(&o.separate, "separate-clients", false, "contended: give every worker its own client, as if each were a process (default: one client shared by all)")
-	flag.BoolVar(&o.asJSON, "json", false, "print JSON instead of tables")
-	flag.Parse()
-	o.libs = strings.Split(*libs, ",")
+	if isWorker() {
+		workerMain()
+		return
+	}
 	log.SetFlags(0)
 	log.SetPrefix("peers: ")
-
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		log.Fatal(err)
+	}
 	rep, err := measure(o)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if o.asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			log.Fatal(err)
-		}
-		return
+	if err := publish(o, rep, os.Stdout); err != nil {
+		log.Fatal(err)
 	}
-	printTables(os.Stdout, rep)
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "shorter run: --duration 1s --held-window 12s (the held window then covers one renewal of every lock)")
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "how long each workload runs, per library and round")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds (at least 3 for the published figures); the median round counts")
+	fs.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "unmeasured run in every worker process first, on other keys (dials connections, loads scripts)")
+	fs.DurationVar(&o.request, "request", 10*time.Second, "timeout of the request context of every acquire+release")
+	fs.StringVar(&o.addr, "redis", "", "use the redis-server at host:port instead of starting one (it is flushed after every job!)")
+	libs := fs.String("libs", strings.Join(libraryNames(), ","), "comma-separated libraries to run")
+	wls := fs.String("workloads", strings.Join(workloadNames(), ","), "comma-separated workloads to run")
+	fs.IntVar(&o.procs, "procs", 4, "contended-procs: worker processes")
+	fs.IntVar(&o.procWorkers, "proc-workers", 4, "contended-procs: goroutines per process")
+	fs.IntVar(&o.held, "held", 10_000, "held: locks held by one process")
+	fs.DurationVar(&o.heldTTL, "held-ttl", 30*time.Second, "held: lease of each lock")
+	fs.DurationVar(&o.heldRenew, "held-renew", 10*time.Second, "held: renewal interval")
+	fs.DurationVar(&o.heldWindow, "held-window", 25*time.Second, "held: how long to observe once all locks are held (25s covers two renewals of every lock)")
+	fs.DurationVar(&o.probeEvery, "probe-every", 10*time.Millisecond, "held: interval of the lock+unlock probe on another key")
+	fs.StringVar(&o.mdPath, "md", "results.md", "write the markdown table here (empty: do not)")
+	fs.StringVar(&o.svgPath, "svg", "results.svg", "write the plot here (empty: do not)")
+	fs.StringVar(&o.jsonPath, "json", "", "also write every figure of every round as JSON here")
+	fs.StringVar(&o.label, "label", "", "what is measured, for the output (default: the git commit of the working tree, and whether fencelock's files have uncommitted changes)")
+	fs.Float64Var(&o.maxLoad, "max-load", 0, "before each round, wait (up to --load-wait) until the 1-minute load average is below this (0: do not wait)")
+	fs.DurationVar(&o.loadWait, "load-wait", 10*time.Minute, "longest wait for --max-load, per round")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["duration"] {
+			o.duration = time.Second
+		}
+		if !set["held-window"] {
+			o.heldWindow = 12 * time.Second
+		}
+	}
+	o.libs = splitList(*libs)
+	o.workloads = splitList(*wls)
+	for _, n := range o.libs {
+		if _, ok := libraryByName(n); !ok {
+			return o, fmt.Errorf("unknown library %q (have %s)", n, strings.Join(libraryNames(), ", "))
+		}
+	}
+	for _, n := range o.workloads {
+		if _, ok := workloadByName(n); !ok {
+			return o, fmt.Errorf("unknown workload %q (have %s)", n, strings.Join(workloadNames(), ", "))
+		}
+	}
+	switch {
+	case o.rounds < 1, o.duration <= 0, o.request <= 0, o.procs < 1, o.procWorkers < 1, o.held < 1,
+		o.heldRenew <= 0, o.heldTTL <= o.heldRenew, o.heldWindow <= 0, o.probeEvery <= 0:
+		return o, errors.New("--rounds, --duration, --request, --procs, --proc-workers, --held, --held-renew, " +
+			"--held-window and --probe-every must be positive, and --held-ttl above --held-renew")
+	}
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// workloadDef is one measured pattern.
+type workloadDef struct {
+	name  string
+	kind  string
+	title string
+}
+
+var workloadDefs = []workloadDef{
+	{"serial", kindCycles, "1 goroutine, own key"},
+	{"parallel64", kindCycles, "64 goroutines, distinct keys"},
+	{"contended", kindCycles, "16 workers in 1 process, one key, hold 1 ms, think 1 ms"},
+	{"contended-procs", kindCycles, "across processes, one key, hold 1 ms, think 1 ms"},
+	{"held", kindHeld, "held locks with renewal"},
+}
+
+func workloadNames() []string {
+	names := make([]string, len(workloadDefs))
+	for i, w := range workloadDefs {
+		names[i] = w.name
+	}
+	return names
+}
+
+func workloadByName(name string) (workloadDef, bool) {
+	for _, w := range workloadDefs {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return workloadDef{}, false
+}
+
+// jobFor returns the job of workload w for library lib, and its number of
+// processes.
+func (o options) jobFor(w workloadDef, lib, addr, prefix, shm string) (job, int) {
+	j := job{
+		Kind: w.kind, Library: lib, Addr: addr, Prefix: prefix, Warmup: o.warmup,
+		Request: o.request, TTL: lockTTL, Duration: o.duration,
+	}
+	procs := 1
+	switch w.name {
+	case "serial":
+		j.Workers = 1
+	case "parallel64":
+		j.Workers = parallelWorkers
+	case "contended":
+		j.Workers, j.Shared, j.Hold, j.Think, j.Shm = contendedWorkers, true, contendedHold, contendedThink, shm
+	case "contended-procs":
+		j.Workers, j.Shared, j.Hold, j.Think, j.Shm = o.procWorkers, true, contendedHold, contendedThink, shm
+		procs = o.procs
+	case "held":
+		j.Duration = 0
+		j.TTL, j.Renew, j.Held, j.Window, j.ProbeEvery = o.heldTTL, o.heldRenew, o.held, o.heldWindow, o.probeEvery
+	}
+	return j, procs
 }
 
 // measure runs every workload for every library, in rounds, and returns the
 // report. It stops the redis-server it started before returning.
-func measure(o options) (report, error) {
-	if o.rounds < 1 || o.duration <= 0 {
-		return report{}, errors.New("--rounds and --duration must be positive")
+func measure(o options) (*report, error) {
+	rep := &report{
+		Started:   time.Now().UTC(),
+		Measured:  o.label,
+		GoVersion: runtime.Version(),
+		CPUs:      runtime.NumCPU(),
+		Rounds:    o.rounds,
+		Duration:  o.duration.String(),
+		Request:   o.request.String(),
+		Procs:     o.procs, ProcWorkers: o.procWorkers,
+		Held: o.held, HeldTTL: o.heldTTL.String(), HeldRenew: o.heldRenew.String(),
+		HeldWindow: o.heldWindow.String(), ProbeEvery: o.probeEvery.String(),
+	}
+	if rep.Measured == "" {
+		rep.Measured = gitLabel()
 	}
 	if o.addr == "" {
 		srv, err := startRedis()
 		if err != nil {
-			return report{}, err
+			return nil, err
 		}
 		defer srv.stop()
 		o.addr = srv.addr
 	}
 	admin := redis.NewClient(&redis.Options{Addr: o.addr})
 	defer admin.Close()
-
-	// Connect every library first, so that all rounds use the same clients.
-	// lockers[i][wi] are the clients library i uses for workload wi.
-	var (
-		selected []library
-		lockers  [][][]locker
-		opened   []locker // every client, to close at the end
-	)
-	defer func() {
-		for _, l := range opened {
-			l.close()
-		}
-	}()
-	connect := func(lib library, n int) ([]locker, error) {
-		ls := make([]locker, n)
-		for i := range ls {
-			l, err := lib.connect(o.addr)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", lib.name, err)
-			}
-			ls[i] = l
-			opened = append(opened, l)
-		}
-		if o.warmup > 0 {
-			run(ls, admin, workloads[1], lib.name+":warmup", o.warmup)
-		}
-		return ls, nil
+	ctx := context.Background()
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		return nil, err
 	}
-	for _, name := range o.libs {
-		lib, ok := libraryByName(strings.TrimSpace(name))
-		if !ok {
-			return report{}, fmt.Errorf("unknown library %q (have %s)", name, strings.Join(libraryNames(), ", "))
+	rep.RedisVersion = redisVersion(ctx, admin)
+
+	tmp, err := os.MkdirTemp("", "peers-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	var wls []workloadDef
+	for _, n := range o.workloads {
+		w, _ := workloadByName(n)
+		wls = append(wls, w)
+	}
+	for _, n := range o.libs {
+		lib, _ := libraryByName(n)
+		rep.Results = append(rep.Results, &libResult{Library: lib.name, Settings: lib.settings,
+			Median: map[string]figures{}, Rounds: map[string][]figures{}})
+	}
+	progress := func(format string, args ...any) {
+		if !o.quiet {
+			fmt.Fprintf(os.Stderr, "peers: "+format+"\n", args...)
 		}
-		shared, err := connect(lib, 1)
-		if err != nil {
-			return report{}, err
-		}
-		contendedLockers := shared
-		if o.separate {
-			if contendedLockers, err = connect(lib, contendedWorkers); err != nil {
-				return report{}, err
-			}
-		}
-		selected = append(selected, lib)
-		lockers = append(lockers, [][]locker{shared, shared, contendedLockers})
 	}
 
-	// samples[lib][workload] holds one stats per round.
-	samples := make([][][]stats, len(selected))
-	for i := range samples {
-		samples[i] = make([][]stats, len(workloads))
-	}
 	for r := range o.rounds {
-		for wi, w := range workloads {
-			// Rotate the order each round so that no library always runs
-			// right after another's heavy workload.
-			for k := range selected {
-				i := (k + r) % len(selected)
-				if !o.asJSON {
-					fmt.Fprintf(os.Stderr, "round %d/%d: %s %s\n", r+1, o.rounds, w.name, selected[i].name)
+		load := waitForLoad(o, progress)
+		rep.Loads = append(rep.Loads, load)
+		progress("round %d/%d (load %.2f): PING", r+1, o.rounds, load)
+		pj := job{Kind: kindPing, Library: "PING", Addr: o.addr, Warmup: o.warmup, Duration: o.duration}
+		out, err := runJob(admin, pj, 1)
+		if err != nil {
+			return nil, fmt.Errorf("PING: %w", err)
+		}
+		rep.PingRounds = append(rep.PingRounds, summarize(out))
+
+		for _, w := range wls {
+			n := len(rep.Results)
+			for k := range n {
+				res := rep.Results[(k+r)%n]
+				lib, _ := libraryByName(res.Library)
+				if w.kind == kindHeld && lib.noHeld {
+					continue
 				}
-				prefix := fmt.Sprintf("%s:%s:r%d", selected[i].name, w.name, r)
-				samples[i][wi] = append(samples[i][wi], run(lockers[i][wi], admin, w, prefix, o.duration))
+				progress("round %d/%d: %s %s", r+1, o.rounds, w.name, res.Library)
+				prefix := fmt.Sprintf("%s:%s:r%d", res.Library, w.name, r)
+				j, procs := o.jobFor(w, res.Library, o.addr, prefix, filepath.Join(tmp, "section"))
+				out, err := runJob(admin, j, procs)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", res.Library, w.name, err)
+				}
+				res.Rounds[w.name] = append(res.Rounds[w.name], summarize(out))
 			}
 		}
 	}
-
-	rep := report{Redis: o.addr, Duration: o.duration.String(), Rounds: o.rounds, SeparateClients: o.separate}
-	for i, lib := range selected {
-		res := libraryResult{Library: lib.name, Rounds: map[string][]stats{}}
-		for wi, w := range workloads {
-			res.Rounds[w.name] = samples[i][wi]
+	rep.Loads = append(rep.Loads, loadAverage())
+	rep.Finished = time.Now().UTC()
+	rep.Ping = medianFigures(rep.PingRounds)
+	for _, res := range rep.Results {
+		for name, rounds := range res.Rounds {
+			res.Median[name] = medianFigures(rounds)
 		}
-		res.Serial, res.Parallel64, res.Contended = median(samples[i][0]), median(samples[i][1]), median(samples[i][2])
-		rep.Results = append(rep.Results, res)
 	}
-	rep.Ratios = ratios(rep.Results)
 	return rep, nil
 }
 
-// report is everything one run found; it is what --json prints.
-type report struct {
-	Redis    string `json:"redis"`
-	Duration string `json:"duration_per_workload_and_round"`
-	Rounds   int    `json:"rounds"`
-	// SeparateClients: the contended workers each had their own client.
-	SeparateClients bool            `json:"contended_separate_clients"`
-	Results         []libraryResult `json:"results"`
-	Ratios          []ratio         `json:"ratios_fencelock_over_peer"`
-}
-
-// libraryResult is one library's figures: the median of the rounds for
-// each workload, and every round.
-type libraryResult struct {
-	Library    string             `json:"library"`
-	Serial     stats              `json:"serial"`
-	Parallel64 stats              `json:"parallel64"`
-	Contended  stats              `json:"contended"`
-	Rounds     map[string][]stats `json:"rounds"`
-}
-
-// ratio is fencelock's figure divided by one peer's, for each figure of
-// the main table. A ratio with a zero denominator is +Inf (JSON: null).
-type ratio struct {
-	Peer         string    `json:"peer"`
-	Serial       jsonFloat `json:"serial_ops"`
-	Parallel64   jsonFloat `json:"parallel64_ops"`
-	Cycles       jsonFloat `json:"contended_cycles"`
-	WaitP50      jsonFloat `json:"contended_wait_p50"`
-	WaitP99      jsonFloat `json:"contended_wait_p99"`
-	MinPerWorker jsonFloat `json:"contended_min_acquisitions_per_worker"`
-	MaxPerWorker jsonFloat `json:"contended_max_acquisitions_per_worker"`
-}
-
-// jsonFloat is a float64 that encodes NaN and ±Inf as null.
-type jsonFloat float64
-
-// MarshalJSON implements json.Marshaler.
-func (f jsonFloat) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return []byte("null"), nil
-	}
-	return json.Marshal(v)
-}
-
-// ratios divides fencelock's figures by every other library's.
-func ratios(results []libraryResult) []ratio {
-	i := slices.IndexFunc(results, func(r libraryResult) bool { return r.Library == fencelockName })
-	if i < 0 {
+// publish prints the tables, and writes the markdown, the plot and the JSON.
+func publish(o options, rep *report, w *os.File) error {
+	details(w, rep)
+	md := markdown(rep)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, md)
+	write := func(path string, data []byte) error {
+		if path == "" {
+			return nil
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "peers: wrote %s\n", path)
 		return nil
 	}
-	fl := results[i]
-	div := func(a, b float64) jsonFloat {
-		switch {
-		case b != 0:
-			return jsonFloat(a / b)
-		case a == 0:
-			return jsonFloat(math.NaN())
-		default:
-			return jsonFloat(math.Inf(1))
+	if err := write(o.mdPath, []byte(md)); err != nil {
+		return err
+	}
+	if err := write(o.svgPath, []byte(plot(rep))); err != nil {
+		return err
+	}
+	if o.jsonPath != "" {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := write(o.jsonPath, data); err != nil {
+			return err
 		}
 	}
-	var out []ratio
-	for _, p := range results {
-		if p.Library == fencelockName {
-			continue
-		}
-		f, c := fl.Contended, p.Contended
-		out = append(out, ratio{
-			Peer:         p.Library,
-			Serial:       div(fl.Serial.OpsPerSec, p.Serial.OpsPerSec),
-			Parallel64:   div(fl.Parallel64.OpsPerSec, p.Parallel64.OpsPerSec),
-			Cycles:       div(f.OpsPerSec, c.OpsPerSec),
-			WaitP50:      div(f.WaitP50ms, c.WaitP50ms),
-			WaitP99:      div(f.WaitP99ms, c.WaitP99ms),
-			MinPerWorker: div(float64(f.MinPerWorker), float64(c.MinPerWorker)),
-			MaxPerWorker: div(float64(f.MaxPerWorker), float64(c.MaxPerWorker)),
-		})
-	}
-	return out
+	return nil
 }
 
-// printTables writes the results, the ratios, the diagnostics, the spread
-// over rounds and any errors.
-func printTables(w io.Writer, r report) {
-	fmt.Fprintf(w, "redis %s; %s per workload, library and round; median of %d rounds\n", r.Redis, r.Duration, r.Rounds)
-	clients := "one client shared by all workers"
-	if r.SeparateClients {
-		clients = "one client per worker"
+// loadAverage returns the 1-minute load average (0 if unknown).
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
 	}
-	fmt.Fprintf(w, "contended: %d workers on one key, %s, hold %v, pause %v, lease %v\n\n",
-		contendedWorkers, clients, contendedHold, contendedPause, lockTTL)
-
-	table(w, "library\tserial ops/s\tparallel64 ops/s\tcontended cycles/s\twait p50 ms\twait p99 ms\twait max ms\tacq/worker min/max\tviolations\terrors", func(row func(...any)) {
-		for _, x := range r.Results {
-			c := x.Contended
-			row(x.Library, x.Serial.OpsPerSec, x.Parallel64.OpsPerSec, c.OpsPerSec, c.WaitP50ms, c.WaitP99ms, c.WaitMaxms,
-				fmt.Sprintf("%d / %d", c.MinPerWorker, c.MaxPerWorker),
-				x.Serial.Violations+x.Parallel64.Violations+c.Violations,
-				x.Serial.Errors+x.Parallel64.Errors+c.Errors)
-		}
-	})
-
-	if len(r.Ratios) > 0 {
-		fmt.Fprintln(w, "\nfencelock ÷ peer (ops/s, cycles/s, min acq: above 1 favours fencelock; waits: below 1 favours fencelock)")
-		table(w, "peer\tserial\tparallel64\tcycles/s\twait p50\twait p99\tmin acq\tmax acq", func(row func(...any)) {
-			for _, x := range r.Ratios {
-				row(x.Peer, x.Serial, x.Parallel64, x.Cycles, x.WaitP50, x.WaitP99, x.MinPerWorker, x.MaxPerWorker)
-			}
-		})
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
 	}
-
-	fmt.Fprintln(w, "\ndiagnostics: uncontended acquire latency; CPU per acquire+release (client: this process; server: redis-server)")
-	table(w, "library\tserial acquire p50/p99 µs\tparallel64 acquire p50/p99 µs\tCPU µs serial cli/srv\tparallel64 cli/srv\tcontended cli/srv", func(row func(...any)) {
-		for _, x := range r.Results {
-			row(x.Library,
-				fmt.Sprintf("%.0f / %.0f", 1000*x.Serial.WaitP50ms, 1000*x.Serial.WaitP99ms),
-				fmt.Sprintf("%.0f / %.0f", 1000*x.Parallel64.WaitP50ms, 1000*x.Parallel64.WaitP99ms),
-				cpu(x.Serial), cpu(x.Parallel64), cpu(x.Contended))
-		}
-	})
-
-	if r.Rounds > 1 {
-		fmt.Fprintln(w, "\nspread over rounds (lowest–highest)")
-		table(w, "library\tserial ops/s\tparallel64 ops/s\tcontended cycles/s\twait p99 ms", func(row func(...any)) {
-			for _, x := range r.Results {
-				row(x.Library, spread(x.Rounds["serial"], opsPerSec), spread(x.Rounds["parallel64"], opsPerSec),
-					spread(x.Rounds["contended"], opsPerSec), spread(x.Rounds["contended"], waitP99))
-			}
-		})
-	}
-
-	for _, x := range r.Results {
-		for _, wl := range workloads {
-			var n int64
-			var first string
-			for _, s := range x.Rounds[wl.name] {
-				n += s.Errors
-				if first == "" {
-					first = s.FirstError
-				}
-			}
-			if n > 0 {
-				fmt.Fprintf(w, "\n%s %s: %d errors, first: %s", x.Library, wl.name, n, first)
-			}
-		}
-	}
-	fmt.Fprintln(w)
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
-// table writes a right-aligned table: the tab-separated header, then the
-// rows fill adds. Floats are printed with one decimal below 100, none above;
-// ratios as "1.23×".
-func table(w io.Writer, header string, fill func(row func(...any))) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, header+"\t")
-	fill(func(cells ...any) {
-		for _, c := range cells {
-			fmt.Fprint(tw, cell(c), "\t")
-		}
-		fmt.Fprintln(tw)
-	})
-	tw.Flush()
+// waitForLoad waits, up to --load-wait, for the load average to drop below
+// --max-load, and returns the load it starts the round with.
+func waitForLoad(o options, progress func(string, ...any)) float64 {
+	load := loadAverage()
+	if o.maxLoad <= 0 {
+		return load
+	}
+	deadline := time.Now().Add(o.loadWait)
+	for load >= o.maxLoad && time.Now().Before(deadline) {
+		progress("load %.2f is not below %.2f: waiting", load, o.maxLoad)
+		time.Sleep(15 * time.Second)
+		load = loadAverage()
+	}
+	return load
 }
 
-func cell(c any) string {
-	switch v := c.(type) {
-	case float64:
-		if v >= 100 {
-			return fmt.Sprintf("%.0f", v)
-		}
-		return fmt.Sprintf("%.1f", v)
-	case jsonFloat:
-		switch f := float64(v); {
-		case math.IsNaN(f):
-			return "-"
-		case math.IsInf(f, 0):
-			return "∞"
-		default:
-			return fmt.Sprintf("%.2f×", f)
-		}
-	default:
-		return fmt.Sprint(v)
+// gitLabel describes the fencelock source being measured: the commit of the
+// working tree, and the files of the fencelock module (outside bench/) with
+// uncommitted changes, which the build includes through the replace
+// directive.
+func gitLabel() string {
+	head, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown source (not a git checkout)"
 	}
+	label := "commit " + strings.TrimSpace(string(head))
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return label
+	}
+	cmd := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench")
+	cmd.Dir = strings.TrimSpace(string(top))
+	st, err := cmd.Output()
+	if err != nil {
+		return label
+	}
+	if lines := strings.TrimSpace(string(st)); lines != "" {
+		n := strings.Count(lines, "\n") + 1
+		label += fmt.Sprintf(" plus uncommitted changes to %d files", n)
+	}
+	return label
 }
 
-func cpu(s stats) string { return fmt.Sprintf("%.0f / %.0f", s.ClientCPUus, s.ServerCPUus) }
-
-func opsPerSec(s stats) float64 { return s.OpsPerSec }
-func waitP99(s stats) float64   { return s.WaitP99ms }
-
-// spread formats the lowest and highest of f over the rounds.
-func spread(rounds []stats, f func(stats) float64) string {
-	if len(rounds) == 0 {
-		return "-"
+func redisVersion(ctx context.Context, admin *redis.Client) string {
+	info, err := admin.Info(ctx, "server").Result()
+	if err != nil {
+		return "?"
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, s := range rounds {
-		lo, hi = min(lo, f(s)), max(hi, f(s))
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
 	}
-	return cell(lo) + "–" + cell(hi)
+	return "?"
 }

@@ -2,6 +2,9 @@ package main
 
 import "syscall"
 
-// On Linux the kernel kills redis-server when this process dies without
-// stopping it (a crash, SIGKILL, SIGPIPE from `| head`).
-func init() { redisProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
+// childProcAttr makes the kernel kill a child (redis-server, a worker) when
+// this process dies without stopping it (a crash, SIGKILL, SIGPIPE from
+// `| head`).
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

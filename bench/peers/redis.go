@@ -9,12 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
-
-// redisProcAttr is set on Linux so that the server dies with this process.
-var redisProcAttr *syscall.SysProcAttr
 
 // redisServer is a redis-server child process.
 type redisServer struct {
@@ -40,7 +36,7 @@ func startRedis() (*redisServer, error) {
 	}
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = redisProcAttr
+	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -116,7 +116,7 @@ func markdown(r *report) string {
 				b.WriteString(" – |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s |", rw.cell(f))
+			fmt.Fprintf(&b, " %s%s |", rw.cell(f), dagger(f))
 			if isFencelock(x.Library) {
 				continue
 			}
@@ -128,7 +128,7 @@ func markdown(r *report) string {
 		ratio := "–"
 		if best != nil {
 			bf := best.Median[rw.workload]
-			fmt.Fprintf(&b, " %s: %s |", best.Library, rw.cell(bf))
+			fmt.Fprintf(&b, " %s: %s%s |", best.Library, rw.cell(bf), dagger(bf))
 			if fl != nil {
 				if f, ok := fl.Median[rw.workload]; ok {
 					ratio = ratioCell(rw.value(f), rw.value(bf))
@@ -174,7 +174,7 @@ func markdown(r *report) string {
 		}
 	}
 	if len(bad) > 0 {
-		b.WriteString("\nErrors and violations:\n\n")
+		b.WriteString("\nErrors and violations (marked † in the table; a failed acquire's time until it gave up counts as a wait):\n\n")
 		for _, s := range bad {
 			fmt.Fprintf(&b, "- %s\n", s)
 		}
@@ -225,6 +225,14 @@ func details(w io.Writer, r *report) {
 		}
 		tw.Flush()
 	}
+}
+
+// dagger marks the figures of a workload that had errors or violations.
+func dagger(f figures) string {
+	if f.Errors > 0 || f.Violations > 0 {
+		return " †"
+	}
+	return ""
 }
 
 // ratioCell formats a ÷ b.

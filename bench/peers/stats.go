@@ -11,10 +11,11 @@ import (
 // rounds. Times are in milliseconds unless the name says µs; NaN (JSON
 // null) where a figure does not apply.
 type figures struct {
-	OpsPerSec float64 `json:"ops_per_sec"` // acquisitions (each released) per second; PING/s for PING
-	Ops       float64 `json:"ops"`
+	OpsPerSec float64 `json:"ops_per_sec"` // acquisitions before the stop ÷ the time to the stop; PING/s for PING
+	Ops       float64 `json:"ops"`         // acquisitions, those of the tail after the stop included
 
-	// Time from asking for the lock to holding it (PING: the round trip).
+	// Time from asking for the lock to holding it, or to giving up (an
+	// error); PING: the round trip; held: the probe's lock+unlock.
 	WaitP50  float64 `json:"wait_p50_ms"`
 	WaitP90  float64 `json:"wait_p90_ms"`
 	WaitP99  float64 `json:"wait_p99_ms"`
@@ -50,13 +51,15 @@ func summarize(o outcome) figures {
 		f       = figures{Errors: 0, Violations: o.violations}
 		waits   []int64
 		workers []int64
-		elapsed time.Duration
+		window  time.Duration
+		inWin   float64
 		cpu     time.Duration
 	)
 	for _, w := range o.workers {
 		waits = append(waits, w.WaitsNs...)
 		workers = append(workers, w.PerWorker...)
-		elapsed = max(elapsed, time.Duration(w.ElapsedNs))
+		window = max(window, time.Duration(w.WindowNs))
+		inWin += float64(w.InWindow)
 		cpu += time.Duration(w.CPUNs)
 		f.Ops += float64(w.Ops)
 		f.Errors += w.Errors
@@ -81,8 +84,8 @@ func summarize(o outcome) figures {
 	f.WaitP99 = millis(percentile(waits, 0.99))
 	f.WaitP999 = millis(percentile(waits, 0.999))
 	f.WaitMax = millis(percentile(waits, 1))
-	if elapsed > 0 {
-		f.OpsPerSec = f.Ops / elapsed.Seconds()
+	if window > 0 {
+		f.OpsPerSec = inWin / window.Seconds()
 	}
 	if len(workers) > 0 {
 		f.MinPerWorker, f.MaxPerWorker = float64(slices.Min(workers)), float64(slices.Max(workers))

@@ -21,7 +21,7 @@ const (
 	marginLeft = 30
 	topRowY    = 95
 	bottomRowY = 390
-	svgHeight  = 680
+	svgHeight  = 690
 )
 
 var palette = map[string]string{
@@ -79,11 +79,12 @@ func plot(r *report) string {
 	for i, p := range lines {
 		percentilePanel(&b, r, marginLeft+i*(panelW+panelGapX), bottomRowY, p.workload, p.title)
 	}
+	text(&b, marginLeft, svgHeight-30, 11, "start", "", fmt.Sprintf(
+		"Every acquire with its own request context (timeout %s). fencelock: Client.Acquire + Release; fencelock-Do: Client.Do. "+
+			"Bars: the median round; thin line: lowest to highest round.", r.Request))
 	text(&b, marginLeft, svgHeight-14, 11, "start", "", fmt.Sprintf(
-		"Every acquire with a request context (timeout %s). fencelock: Client.Acquire; fencelock-Do: Client.Do. "+
-			"redsync retries every %v, redislock backs off linearly by %v, rueidislock: defaults, KeyMajority 1, client-side caching. "+
-			"Bars: median, line: lowest to highest round.",
-		r.Request, redsyncRetryDelay, redislockBackoff))
+		"redsync retries every %v, redislock backs off linearly by %v, rueidislock: its defaults, KeyMajority 1, NoLoopTracking, client-side caching. "+
+			"Held locks: ttl %s, renewed every %s.", redsyncRetryDelay, redislockBackoff, r.HeldTTL, r.HeldRenew))
 	b.WriteString("</svg>\n")
 	return b.String()
 }
@@ -118,15 +119,17 @@ func barPanel(b *strings.Builder, r *report, x0, y0 int, workload, title string,
 	if len(bs) == 0 || top <= 0 {
 		return
 	}
-	top = niceCeil(top)
+	step := niceStep(top * 1.1 / 5) // room for the labels above the bars
+	ticks := int(math.Ceil(top * 1.1 / step))
+	top = step * float64(ticks)
 	plotTop, plotH := y0+15, panelH-60
 	base := plotTop + plotH
 	left := x0 + 45
 	width := panelW - 50
 	// Axis and grid.
-	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
-		y := base - int(float64(plotH)*float64(i)/4)
+	for i := 0; i <= ticks; i++ {
+		v := step * float64(i)
+		y := base - int(float64(plotH)*v/top)
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#e0e0e0"/>`+"\n", left, y, left+width, y)
 		text(b, left-4, y+4, 10, "end", "", shortCount(v))
 	}
@@ -216,10 +219,10 @@ func percentilePanel(b *strings.Builder, r *report, x0, y0 int, workload, title 
 	text(b, left+width/2, base+32, 10, "middle", "", "percentile (log scale; lower is better)")
 }
 
-// niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
+// niceStep rounds v up to 1, 2, 2.5 or 5 times a power of ten.
+func niceStep(v float64) float64 {
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+	for _, m := range []float64{1, 2, 2.5, 5} {
 		if m*p >= v {
 			return m * p
 		}

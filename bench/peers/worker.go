@@ -68,10 +68,12 @@ type job struct {
 
 // workerResult is what a worker process reports.
 type workerResult struct {
-	Ops        int64   `json:"ops"`
+	Ops        int64   `json:"ops"`       // acquisitions, the tail's included
+	InWindow   int64   `json:"in_window"` // acquisitions made before the stop
+	WindowNs   int64   `json:"window_ns"` // from the start to the stop
 	ElapsedNs  int64   `json:"elapsed_ns"`
 	PerWorker  []int64 `json:"per_worker"`
-	WaitsNs    []int64 `json:"waits_ns"` // time from asking to holding, per acquisition
+	WaitsNs    []int64 `json:"waits_ns"` // from asking to holding, or to giving up
 	CPUNs      int64   `json:"cpu_ns"`   // this process, user + system, over the measured part
 	Errors     int64   `json:"errors"`
 	FirstError string  `json:"first_error,omitempty"`
@@ -194,8 +196,10 @@ func pingFor(rdb *redis.Client, d time.Duration) workerResult {
 		res.WaitsNs = append(res.WaitsNs, int64(time.Since(t0)))
 	}
 	res.ElapsedNs = int64(time.Since(start))
+	res.WindowNs = res.ElapsedNs
 	res.CPUNs = int64(processCPU() - cpu0)
 	res.Ops = int64(len(res.WaitsNs))
+	res.InWindow = res.Ops
 	res.PerWorker = []int64{res.Ops}
 	return res
 }
@@ -223,10 +227,13 @@ func (e *errorCount) get() (int64, string) {
 
 // cycles runs j.Workers goroutines for j.Duration, each taking its own key
 // (or, with j.Shared, the one key of all processes), holding it for j.Hold
-// and pausing j.Think after the release. After j.Duration no worker asks
-// again, but an acquire in progress runs to its end and counts, so that a
-// starved worker's long wait is not cut off; the elapsed time includes that
-// tail. With j.Shm, the workers count, in memory shared by all processes of
+// and pausing j.Think after the release. After j.Duration (the stop) no
+// worker asks again, but an acquire in progress runs to its end, so that a
+// starved worker's long wait is not cut off: its wait counts, and so does
+// its acquisition per worker, but the throughput counts only acquisitions
+// made before the stop, over j.Duration (a worker stuck in the tail must
+// not stretch the time of the others, who stopped). A failed acquire counts
+// as an error, and its time (until it gave up) as a wait. With j.Shm, the workers count, in memory shared by all processes of
 // the job, who is inside the critical section, and the parent reports a
 // violation whenever a worker finds another one there.
 func cycles(l locker, j job) workerResult {
@@ -234,6 +241,7 @@ func cycles(l locker, j job) workerResult {
 		stop      atomic.Bool
 		errs      errorCount
 		perWorker = make([]int64, j.Workers)
+		inWindow  = make([]int64, j.Workers)
 		waits     = make([][]int64, j.Workers)
 		wg        sync.WaitGroup
 	)
@@ -262,6 +270,9 @@ func cycles(l locker, j job) workerResult {
 				err := l.cycle(ctx, key, func() {
 					waits[i] = append(waits[i], int64(time.Since(t0)))
 					got = true
+					if !stop.Load() {
+						inWindow[i]++
+					}
 					sec.enter()
 					if j.Hold > 0 {
 						time.Sleep(j.Hold)
@@ -274,6 +285,9 @@ func cycles(l locker, j job) workerResult {
 				}
 				if err != nil {
 					errs.add(err)
+					if !got {
+						waits[i] = append(waits[i], int64(time.Since(t0)))
+					}
 				}
 				if j.Think > 0 {
 					time.Sleep(j.Think)
@@ -286,11 +300,15 @@ func cycles(l locker, j job) workerResult {
 	wg.Wait()
 	res := workerResult{
 		ElapsedNs: int64(time.Since(start)),
+		WindowNs:  int64(j.Duration),
 		CPUNs:     int64(processCPU() - cpu0),
 		PerWorker: perWorker,
 		WaitsNs:   slices.Concat(waits...),
 	}
-	res.Ops = int64(len(res.WaitsNs))
+	for i := range perWorker {
+		res.Ops += perWorker[i]
+		res.InWindow += inWindow[i]
+	}
 	res.Errors, res.FirstError = errs.get()
 	return res
 }
@@ -389,7 +407,8 @@ func held(l locker, j job) workerResult {
 			h.Lost++
 		}
 	}
-	res := workerResult{Held: h, ElapsedNs: h.WindowNs, CPUNs: h.CPUNs, Ops: int64(len(h.ProbesNs))}
+	res := workerResult{Held: h, ElapsedNs: h.WindowNs, WindowNs: h.WindowNs, CPUNs: h.CPUNs,
+		Ops: int64(len(h.ProbesNs)), InWindow: int64(len(h.ProbesNs))}
 	res.Errors, res.FirstError = errs.get()
 	return res
 }

@@ -139,9 +139,18 @@ var errNotHeld = errors.New("release: lock was not held")
 // default is 10 per CPU).
 const poolSize = 256
 
+// goRedisSettings describes newGoRedis, for the output.
+const goRedisSettings = "go-redis v9 clients: PoolSize 256, ContextTimeoutEnabled (as fencelock's README asks; " +
+	"the same for every go-redis based library)"
+
 // newGoRedis returns the go-redis client every go-redis based library uses.
+// ContextTimeoutEnabled makes go-redis end a request at its context's
+// deadline: fencelock's README and redisbackend ask for it (without it,
+// redisbackend runs each request on a goroutine of its own to honour the
+// deadline); it costs the other libraries nothing and makes them honour
+// the request context too.
 func newGoRedis(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
+	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize, ContextTimeoutEnabled: true})
 }
 
 // --- fencelock ---

@@ -86,6 +86,7 @@ type options struct {
 	maxLoad                   float64
 	loadWait                  time.Duration
 	quiet                     bool // no progress lines
+	profileDir                string
 }
 
 // Workload parameters that are the same in every run.
@@ -142,6 +143,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.maxLoad, "max-load", 0, "before each round, wait (up to --load-wait) until the 1-minute load average is below this (0: do not wait)")
 	fs.DurationVar(&o.loadWait, "load-wait", 10*time.Minute, "longest wait for --max-load, per round")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&o.profileDir, "cpuprofile", "", "write a CPU profile of every job's measured part to this directory (library-workload-round-process.pprof)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -321,6 +323,9 @@ func measure(o options) (*report, error) {
 				progress("round %d/%d: %s %s", r+1, o.rounds, w.name, res.Library)
 				prefix := fmt.Sprintf("%s:%s:r%d", res.Library, w.name, r)
 				j, procs := o.jobFor(w, res.Library, o.addr, prefix, filepath.Join(tmp, "section"))
+				if o.profileDir != "" {
+					j.Profile = filepath.Join(o.profileDir, fmt.Sprintf("%s-%s-r%d", res.Library, w.name, r))
+				}
 				out, err := runJob(admin, j, procs)
 				if err != nil {
 					return nil, fmt.Errorf("%s %s: %w", res.Library, w.name, err)

@@ -154,7 +154,7 @@ func markdown(r *report) string {
 	fmt.Fprintf(&b, "Ratio: fencelock's figure ÷ the best peer's; above 1 favours fencelock where higher is better, below 1 where lower is better. ")
 	fmt.Fprintf(&b, "Held locks: one process takes them all (64 goroutines), then is observed for %s; the probe takes and releases another key every %s.\n",
 		r.HeldWindow, r.ProbeEvery)
-	b.WriteString("\nSettings:\n\n")
+	fmt.Fprintf(&b, "\nSettings (%s):\n\n", goRedisSettings)
 	for _, x := range libs {
 		fmt.Fprintf(&b, "- %s: %s.\n", x.Library, x.Settings)
 	}

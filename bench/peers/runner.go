@@ -158,6 +158,9 @@ func runJob(admin *redis.Client, j job, procs int) (outcome, error) {
 	for p := range procs {
 		pj := j
 		pj.Proc = p
+		if pj.Profile != "" {
+			pj.Profile += fmt.Sprintf("-p%d.pprof", p)
+		}
 		w, err := startWorker(pj)
 		if err != nil {
 			return outcome{}, err

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,10 +55,11 @@ type job struct {
 	// cycles, ping
 	Duration time.Duration `json:"duration"`
 	Workers  int           `json:"workers"`
-	Shared   bool          `json:"shared"` // all workers (of all processes) on one key
-	Hold     time.Duration `json:"hold"`   // inside the critical section
-	Think    time.Duration `json:"think"`  // after a release, before the next acquire
-	Shm      string        `json:"shm"`    // file of the shared critical-section counter
+	Shared   bool          `json:"shared"`  // all workers (of all processes) on one key
+	Hold     time.Duration `json:"hold"`    // inside the critical section
+	Think    time.Duration `json:"think"`   // after a release, before the next acquire
+	Shm      string        `json:"shm"`     // file of the shared critical-section counter
+	Profile  string        `json:"profile"` // write a CPU profile of the measured part here
 
 	// held
 	Held       int           `json:"held"`
@@ -150,11 +152,16 @@ func work(j job, in *os.File, out *os.File) error {
 		if err := waitGo(); err != nil {
 			return err
 		}
+		stopProfile, err := startProfile(j)
+		if err != nil {
+			return err
+		}
 		if j.Kind == kindCycles {
 			res = cycles(l, j)
 		} else {
 			res = held(l, j)
 		}
+		stopProfile()
 		if err := json.NewEncoder(out).Encode(res); err != nil {
 			return err
 		}
@@ -411,6 +418,23 @@ func held(l locker, j job) workerResult {
 		Ops: int64(len(h.ProbesNs)), InWindow: int64(len(h.ProbesNs))}
 	res.Errors, res.FirstError = errs.get()
 	return res
+}
+
+// startProfile starts a CPU profile of the measured part if j asks for
+// one, and returns what stops it.
+func startProfile(j job) (stop func(), err error) {
+	if j.Profile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(j.Profile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // heapAndStacks returns the live heap and goroutine stacks after a GC.

@@ -3,15 +3,33 @@ package fencelock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
 
-// leaseKeeper watches the leases of every lock a Client holds, with one
-// goroutine per Client: it renews the locks that have automatic renewal when
-// they come due, several at once in one batch (one round trip), and declares
-// a lock lost when its local lease deadline passes without a successful
-// renewal (the server is unreachable or paused, or the lock never renewed).
+// leaseKeeper watches the leases of every lock a Client holds. It keeps them
+// in a schedule ordered by when each next needs it: a lock with automatic
+// renewal at its next renewal, otherwise (and while a renewal is in flight)
+// at its local lease deadline. One goroutine, the loop, sleeps until the
+// earliest of those times, takes off the schedule only the locks whose time
+// has come, and
+//   - declares lost those whose deadline has passed without a successful
+//     renewal (the server is unreachable or paused, or the lock never
+//     renews), at that deadline, whatever renewals are in flight;
+//   - gathers those due for renewal into batches of at most maxRenewBatch,
+//     one backend call (one round trip) each, which workers send in the
+//     order the locks came due, at most maxRenewWorkers at once.
+//
+// So a wake-up costs O(due × log n) for n held locks, never a walk of all of
+// them, and Acquire and Release (add, remove: O(log n)) wait for the keeper
+// only while it moves a bounded number of entries (keeperChunk). The
+// goroutines are the loop and up to maxRenewWorkers workers, started when
+// there are batches to send and ending when there are none, whatever the
+// number of locks. A batch that gets no answer for renewStallAfter (a paused
+// server, or one Cluster node of those the batch goes to) stops counting
+// against maxRenewWorkers, so that the other batches are not held up behind
+// it for the rest of its timeout; up to maxStalledWorkers may wait so.
 //
 // It takes leaseKeeper.mu, then a Lock's mu (see lease.go for the lock order).
 type leaseKeeper struct {
@@ -23,23 +41,52 @@ type leaseKeeper struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// epoch is the origin of the schedule's times (monotonic nanoseconds).
+	epoch time.Time
+
 	mu        sync.Mutex
-	locks     map[*Lock]struct{}
+	sched     schedule  // every watched lock, with Lock.slot
 	accepting bool      // false once Close has begun releasing
-	wakeAt    time.Time // when the loop will look again, unless woken
+	wakeAt    int64     // when the loop will look again, unless woken
+	pending   []*Lock   // the renewal batch being gathered by the loop
+	queue     [][]*Lock // batches waiting for a worker, oldest first
+	workers   int       // worker goroutines running
+	stalled   int       // of those, how many wait for a batch sent renewStallAfter ago or more
 
 	wake chan struct{} // buffered: a pending "look again"
 	quit chan struct{}
-	wg   sync.WaitGroup // the loop and the renewal batches in flight
+	wg   sync.WaitGroup // the loop and the workers
 }
 
-// maxRenewBatch caps one renewal round trip; the rest go in the next one.
-const maxRenewBatch = 512
+const (
+	// maxRenewBatch caps one renewal round trip; the rest go in the next.
+	maxRenewBatch = 512
+
+	// maxRenewWorkers caps the renewal batches in flight at once, and so
+	// the keeper's goroutines: a sweep of many locks goes out as a stream of
+	// bounded batches instead of one burst.
+	maxRenewWorkers = 4
+
+	// renewStallAfter is how long a batch may go unanswered before its
+	// worker counts as stalled, and another may start if batches wait; at
+	// most maxStalledWorkers workers run in all.
+	renewStallAfter   = 100 * time.Millisecond
+	maxStalledWorkers = 64
+
+	// keeperChunk caps the schedule entries the loop handles per hold of
+	// leaseKeeper.mu, so that Acquire and Release never wait long for it
+	// when very many locks come due at once.
+	keeperChunk = 256
+)
+
+// batchPool recycles the keeper's batch slices (never the requests handed to
+// the backend, which a backend may still read after the call gave up).
+var batchPool = sync.Pool{New: func() any { return make([]*Lock, 0, maxRenewBatch) }}
 
 func newLeaseKeeper(c *Client) *leaseKeeper {
 	k := &leaseKeeper{
 		c:         c,
-		locks:     make(map[*Lock]struct{}),
+		epoch:     time.Now(),
 		accepting: true,
 		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
@@ -50,6 +97,12 @@ func newLeaseKeeper(c *Client) *leaseKeeper {
 	return k
 }
 
+// at is t on the schedule's clock.
+func (k *leaseKeeper) at(t time.Time) int64 { return int64(t.Sub(k.epoch)) }
+
+// timeAt is the inverse of at.
+func (k *leaseKeeper) timeAt(at int64) time.Time { return k.epoch.Add(time.Duration(at)) }
+
 // add starts watching l. It fails with ErrClosed once Close has begun
 // releasing the Client's locks.
 func (k *leaseKeeper) add(l *Lock) error {
@@ -58,11 +111,12 @@ func (k *leaseKeeper) add(l *Lock) error {
 	if !k.accepting {
 		return ErrClosed
 	}
-	k.locks[l] = struct{}{}
 	l.mu.Lock()
-	next := l.nextEventLocked()
+	at, renewal := k.nextEventLocked(l)
 	l.mu.Unlock()
-	if next.Before(k.wakeAt) {
+	l.schedRenewal = renewal
+	k.sched.push(l, at)
+	if at < k.wakeAt {
 		k.poke()
 	}
 	return nil
@@ -71,21 +125,42 @@ func (k *leaseKeeper) add(l *Lock) error {
 // remove stops watching l.
 func (k *leaseKeeper) remove(l *Lock) {
 	k.mu.Lock()
-	delete(k.locks, l)
+	k.sched.remove(l)
 	k.mu.Unlock()
 }
 
-// reschedule makes the loop look again if l's next event is earlier than
-// the loop's planned wake-up (after Refresh changed l's lease).
+// reschedule moves l to its next event after its lease changed (a renewal
+// or Refresh ended), and makes the loop look again if that is earlier than
+// the loop's planned wake-up.
 func (k *leaseKeeper) reschedule(l *Lock) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	l.mu.Lock()
-	next := l.nextEventLocked()
-	l.mu.Unlock()
-	if next.Before(k.wakeAt) {
+	if k.rescheduleLocked(l) {
 		k.poke()
 	}
+	k.mu.Unlock()
+}
+
+// rescheduleLocked is reschedule without the poke, which it reports is
+// needed. k.mu must be held.
+func (k *leaseKeeper) rescheduleLocked(l *Lock) bool {
+	if !k.sched.contains(l) {
+		return false // no longer watched: released, lost or expired
+	}
+	l.mu.Lock()
+	at, renewal := k.nextEventLocked(l)
+	l.mu.Unlock()
+	l.schedRenewal = renewal
+	k.sched.update(l, at)
+	return at < k.wakeAt
+}
+
+// nextEventLocked returns when the keeper must next look at l, and whether
+// that is a renewal (rather than the deadline). l.mu must be held.
+func (k *leaseKeeper) nextEventLocked(l *Lock) (at int64, renewal bool) {
+	if l.autoRenew > 0 && !l.renewing && l.nextRenew.Before(l.deadline) {
+		return k.at(l.nextRenew), true
+	}
+	return k.at(l.deadline), false
 }
 
 // stopAccepting refuses new locks and returns those held now.
@@ -93,14 +168,15 @@ func (k *leaseKeeper) stopAccepting() []*Lock {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.accepting = false
-	held := make([]*Lock, 0, len(k.locks))
-	for l := range k.locks {
-		held = append(held, l)
+	held := make([]*Lock, 0, k.sched.len())
+	for _, e := range k.sched.entries {
+		held = append(held, e.l)
 	}
 	return held
 }
 
-// stop ends the loop, cancels the renewals in flight and waits for both.
+// stop ends the loop, cancels the renewals in flight and waits for the
+// loop and the workers.
 func (k *leaseKeeper) stop() {
 	close(k.quit)
 	k.cancel()
@@ -119,7 +195,15 @@ func (k *leaseKeeper) loop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		next := k.tick(time.Now())
+		next, more := k.tick(time.Now())
+		if more {
+			select {
+			case <-k.quit:
+				return
+			default:
+				continue
+			}
+		}
 		timer.Reset(time.Until(next))
 		select {
 		case <-k.quit:
@@ -130,74 +214,192 @@ func (k *leaseKeeper) loop() {
 	}
 }
 
-// tick declares lost the locks whose deadline has passed, starts a renewal
-// batch for those due, and returns when to look again.
-func (k *leaseKeeper) tick(now time.Time) time.Time {
-	next := now.Add(time.Hour)
-	var due, expired []*Lock
+// tick takes off the schedule up to keeperChunk locks whose time has come:
+// it declares lost those whose deadline has passed and gathers those due
+// for renewal into batches for the workers. A lock whose renewal is due
+// within a fifth of its interval goes along, a little early, when a batch is
+// being gathered and has room, so that locks due at about the same time
+// share a round trip. tick returns when to look again, or more: look again
+// at once, there may be more to do now.
+func (k *leaseKeeper) tick(now time.Time) (next time.Time, more bool) {
+	nowAt := k.at(now)
+	var expired []*Lock
 
 	k.mu.Lock()
-	for l := range k.locks {
+	for n := 0; k.sched.len() > 0; n++ {
+		e := k.sched.top()
+		if e.at > nowAt {
+			early := e.l.schedRenewal && len(k.pending) > 0 && e.at-int64(e.l.autoRenew/5) <= nowAt
+			if !early {
+				break
+			}
+		}
+		if n == keeperChunk {
+			more = true
+			break
+		}
+		l := k.sched.pop()
 		l.mu.Lock()
 		switch {
 		case l.err != nil || l.releasing:
-			delete(k.locks, l)
+			// Ended: its end removes it too.
 		case l.expiredLocked(now):
-			delete(k.locks, l)
 			expired = append(expired, l)
-		case l.renewalDue(now) && len(due) < maxRenewBatch:
+		case l.renewalDue(now):
 			l.beginRenewalLocked()
-			due = append(due, l)
-			next = earliest(next, l.deadline)
+			// While the renewal is in flight, the deadline is what counts.
+			l.schedRenewal = false
+			k.sched.push(l, k.at(l.deadline))
+			if k.pending == nil {
+				k.pending = batchPool.Get().([]*Lock)
+			}
+			k.pending = append(k.pending, l)
+			if len(k.pending) == maxRenewBatch {
+				k.enqueueLocked()
+			}
 		default:
-			next = earliest(next, l.nextEventLocked())
+			// Its lease changed since it was scheduled (a Refresh).
+			at, renewal := k.nextEventLocked(l)
+			l.schedRenewal = renewal
+			k.sched.push(l, at)
 		}
 		l.mu.Unlock()
 	}
-	if len(due) == maxRenewBatch {
-		next = now // more may be due: look again at once
+	if !more && len(k.pending) > 0 {
+		k.enqueueLocked()
 	}
-	k.wakeAt = next
-	if len(due) > 0 {
-		k.wg.Add(1)
-		go k.renew(due)
+	k.wakeAt = nowAt + int64(time.Hour)
+	if k.sched.len() > 0 {
+		k.wakeAt = min(k.wakeAt, k.sched.top().at)
 	}
+	next = k.timeAt(k.wakeAt)
 	k.mu.Unlock()
 
 	for _, l := range expired {
 		l.expire()
 	}
-	return next
+	return next, more
 }
 
-// renew sends one renewal batch and applies the results. The request is
-// bounded by half the shortest renewal interval of the batch, so that a
-// server that does not answer leaves time for a retry before the deadline.
-func (k *leaseKeeper) renew(due []*Lock) {
+// enqueueLocked hands the batch being gathered to the workers. k.mu must be
+// held.
+func (k *leaseKeeper) enqueueLocked() {
+	k.queue = append(k.queue, k.pending)
+	k.pending = nil
+	k.spawnLocked()
+}
+
+// spawnLocked starts a worker if batches wait and fewer than
+// maxRenewWorkers workers are sending without a stall. k.mu must be held.
+func (k *leaseKeeper) spawnLocked() {
+	if len(k.queue) > 0 && k.workers-k.stalled < maxRenewWorkers && k.workers < maxStalledWorkers {
+		k.workers++
+		k.wg.Add(1)
+		go k.worker()
+	}
+}
+
+// worker sends the queued batches, one at a time, until there are none (or
+// more workers than maxRenewWorkers are sending, after a stall ended).
+func (k *leaseKeeper) worker() {
 	defer k.wg.Done()
+	for {
+		k.mu.Lock()
+		if len(k.queue) == 0 || k.workers-k.stalled > maxRenewWorkers {
+			k.workers--
+			if len(k.queue) == 0 {
+				k.queue = nil
+			}
+			k.mu.Unlock()
+			return
+		}
+		batch := k.queue[0]
+		k.queue[0] = nil
+		k.queue = k.queue[1:]
+		k.mu.Unlock()
+		k.renew(batch)
+		clear(batch)
+		batchPool.Put(batch[:0])
+	}
+}
+
+// send makes the backend call of a batch. If it takes renewStallAfter or
+// longer, the worker counts as stalled meanwhile, and another may start.
+func (k *leaseKeeper) send(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error) {
+	var fired, done bool // guarded by k.mu
+	stall := time.AfterFunc(renewStallAfter, func() {
+		k.mu.Lock()
+		if !done {
+			fired = true
+			k.stalled++
+			k.spawnLocked()
+		}
+		k.mu.Unlock()
+	})
+	results, err := k.c.backend.Renew(ctx, reqs)
+	stall.Stop()
+	k.mu.Lock()
+	done = true
+	if fired {
+		k.stalled--
+	}
+	k.mu.Unlock()
+	return results, err
+}
+
+// renew sends one renewal batch and applies the results. Locks that ended,
+// or whose deadline passed, while the batch waited for a worker are left
+// out (the loop declares the latter lost). The request is bounded by half
+// the shortest renewal interval of the batch, so that a server that does not
+// answer leaves time for a retry before the deadline, and by the latest
+// deadline of the batch, after which no reply is of use.
+func (k *leaseKeeper) renew(batch []*Lock) {
 	sent := now()
-	reqs := make([]RenewRequest, len(due))
+	stopping := k.ctx.Err() != nil
+	send := batch[:0]
+	reqs := make([]RenewRequest, 0, len(batch))
 	latest := sent
 	timeout := MaxTTL
-	for i, l := range due {
+	for _, l := range batch {
 		l.mu.Lock()
-		reqs[i] = RenewRequest{LockRef: l.ref, TTL: l.ttl}
+		if stopping || l.err != nil || l.releasing || !sent.Before(l.deadline) {
+			l.endRenewalTurnLocked()
+			l.mu.Unlock()
+			continue
+		}
+		reqs = append(reqs, RenewRequest{LockRef: l.ref, TTL: l.ttl})
 		latest = latestOf(latest, l.deadline)
 		timeout = min(timeout, renewTimeout(l.autoRenew))
 		l.mu.Unlock()
+		send = append(send, l)
+	}
+	if len(send) == 0 {
+		return
 	}
 	ctx, cancel := context.WithDeadline(k.ctx, earliest(latest, sent.Add(timeout)))
-	results, err := k.c.backend.Renew(ctx, reqs)
+	results, err := k.send(ctx, reqs)
 	cancel()
 	if err == nil && len(results) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d renewals", len(results), len(reqs))
 	}
-	for i, l := range due {
+	for i, l := range send {
 		res := RenewResult{Err: err}
 		if err == nil {
 			res = results[i]
 		}
 		l.finishRenewal(sent, reqs[i].TTL, res)
 	}
-	k.poke()
+	// Back on the schedule at their next renewal, a bounded number per hold
+	// of k.mu.
+	for chunk := range slices.Chunk(send, keeperChunk) {
+		poke := false
+		k.mu.Lock()
+		for _, l := range chunk {
+			poke = k.rescheduleLocked(l) || poke
+		}
+		k.mu.Unlock()
+		if poke {
+			k.poke()
+		}
+	}
 }

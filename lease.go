@@ -14,11 +14,14 @@ import (
 // fraction of the ttl, WithSafetyMargin) leaves time for the loss signal to
 // reach the holder before the server's lease can end.
 //
-// Lock order. A Lock's lease fields (ttl, deadline, nextRenew, renewing) and
-// its end state (releasing, err, done, onEnd) are guarded by Lock.mu. The
-// lease keeper guards its set of locks with leaseKeeper.mu and takes a
-// Lock.mu while holding it; nothing else may nest them. Code holding a
-// Lock.mu never calls into the keeper, the backend or a callback.
+// Lock order. A Lock's lease fields (ttl, deadline, nextRenew, renewing,
+// turnFree) and its end state (releasing, err, done, onEnd) are guarded by
+// Lock.mu. The lease keeper guards its schedule, and each Lock's place in it
+// (slot, schedRenewal), with leaseKeeper.mu, and takes a Lock.mu while
+// holding it; nothing else may nest them. Code holding either never calls
+// the backend or a callback, and code holding a Lock.mu never calls into the
+// keeper. The keeper holds its mu only for bounded work (a few hundred
+// schedule entries at most), never across a backend call.
 
 // localLease is how long after sending the request that granted or renewed
 // a lease of ttl the lock still counts as held here: ttl less the margin.
@@ -35,9 +38,28 @@ func (c *Client) leaseEnd(sent time.Time, ttl time.Duration) time.Time {
 // beginRenewalLocked takes the lock's renewal turn for a request of ttl.
 // Renewals of one lock take turns (the lease keeper's and Refresh's), so that
 // the last one to finish is the last one the server applied and may set the
-// local deadline. l.mu must be held, and the turn free (l.renewing nil).
+// local deadline. l.mu must be held, and the turn free (l.renewing false).
 func (l *Lock) beginRenewalLocked() {
-	l.renewing = make(chan struct{})
+	l.renewing = true
+}
+
+// endRenewalTurnLocked gives the renewal turn back and wakes a Refresh
+// waiting for it. l.mu must be held.
+func (l *Lock) endRenewalTurnLocked() {
+	l.renewing = false
+	if l.turnFree != nil {
+		close(l.turnFree)
+		l.turnFree = nil
+	}
+}
+
+// renewalTurnLocked returns a channel that is closed when the renewal in
+// flight ends. l.mu must be held, and l.renewing true.
+func (l *Lock) renewalTurnLocked() <-chan struct{} {
+	if l.turnFree == nil {
+		l.turnFree = make(chan struct{})
+	}
+	return l.turnFree
 }
 
 // finishRenewal applies the result of a renewal sent at sent with ttl, and
@@ -50,8 +72,7 @@ func (l *Lock) beginRenewalLocked() {
 func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
 	c := l.client
 	l.mu.Lock()
-	close(l.renewing)
-	l.renewing = nil
+	l.endRenewalTurnLocked()
 	if l.err != nil || l.releasing {
 		l.mu.Unlock()
 		return
@@ -91,21 +112,13 @@ func renewRetryDelay(interval time.Duration) time.Duration {
 	return min(max(interval/4, 5*time.Millisecond), time.Second)
 }
 
-// renewalDue reports whether l should go in the renewal batch that starts
-// now. The keeper wakes when the first lock is due; locks due within a fifth
-// of their interval after that go along, a little early, so that locks due at
-// about the same time share a round trip. l.mu must be held.
+// renewalDue reports whether l may go in a renewal batch gathered now: it is
+// due, or due within a fifth of its interval. The keeper wakes when a lock is
+// due; locks due soon after go along, a little early, while the batch has
+// room, so that locks due at about the same time share a round trip (see
+// leaseKeeper.tick). l.mu must be held.
 func (l *Lock) renewalDue(now time.Time) bool {
-	return l.autoRenew > 0 && l.renewing == nil && !now.Before(l.nextRenew.Add(-l.autoRenew/5))
-}
-
-// nextEventLocked returns when the keeper must next look at l: its next
-// renewal or its deadline. l.mu must be held.
-func (l *Lock) nextEventLocked() time.Time {
-	if l.autoRenew > 0 && l.renewing == nil {
-		return earliest(l.deadline, l.nextRenew)
-	}
-	return l.deadline
+	return l.autoRenew > 0 && !l.renewing && !now.Before(l.nextRenew.Add(-l.autoRenew/5))
 }
 
 // expiredLocked reports whether l counts as held by its state but its local

@@ -30,12 +30,17 @@ type Lock struct {
 	// refuse that late copy, which would otherwise take the lock for nobody.
 	tombstone bool
 
+	// The lease keeper's bookkeeping, guarded by leaseKeeper.mu (keeper.go).
+	slot         int32 // 1 + the lock's place in the keeper's schedule; 0: not in it
+	schedRenewal bool  // its schedule entry is its next renewal, not its deadline
+
 	mu        sync.Mutex // guards the fields below; see lease.go for the lock order
+	renewing  bool       // a renewal (the keeper's or Refresh's) is in flight
+	releasing bool       // Release or Close has begun: no renewal starts any more
 	ttl       time.Duration
 	deadline  time.Time     // local lease deadline (lease.go)
 	nextRenew time.Time     // when automatic renewal is next due
-	renewing  chan struct{} // non-nil while a renewal is in flight; closed when it ends
-	releasing bool          // Release or Close has begun: no renewal starts any more
+	turnFree  chan struct{} // made by a Refresh waiting for the renewal turn; closed when it is free
 	err       error         // nil while held
 	done      chan struct{}
 	onEnd     map[uint64]func(error)
@@ -199,8 +204,8 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	// Take the renewal turn, as the lease keeper does for a batch.
 	l.mu.Lock()
-	for l.renewing != nil && l.err == nil && !l.releasing {
-		inflight := l.renewing
+	for l.renewing && l.err == nil && !l.releasing {
+		inflight := l.renewalTurnLocked()
 		l.mu.Unlock()
 		select {
 		case <-inflight:

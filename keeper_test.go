@@ -1,0 +1,411 @@
+package fencelock_test
+
+// Deterministic tests of the lease keeper's schedule (keeper.go) on virtual
+// time (testing/synctest) over internal/memorybackend: which locks each
+// renewal call carries and when it is made, batches and how many are in
+// flight, releases and losses while renewals wait or are in flight, and the
+// order and instant of loss signals.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/memorybackend"
+)
+
+// kpCall is one Renew call: when it was made and the keys it renewed.
+type kpCall struct {
+	at   time.Duration
+	keys []string
+}
+
+func (c kpCall) String() string {
+	return fmt.Sprintf("%v%v", c.at, c.keys)
+}
+
+// kpBackend is a memorybackend.Backend that records the Renew calls and
+// how many were in flight at once.
+type kpBackend struct {
+	*memorybackend.Backend
+	start time.Time
+
+	mu          sync.Mutex
+	calls       []kpCall
+	inflight    int
+	maxInflight int
+}
+
+func (b *kpBackend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key
+	}
+	b.mu.Lock()
+	b.calls = append(b.calls, kpCall{at: time.Since(b.start), keys: keys})
+	b.inflight++
+	b.maxInflight = max(b.maxInflight, b.inflight)
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.inflight--
+		b.mu.Unlock()
+	}()
+	return b.Backend.Renew(ctx, reqs)
+}
+
+// renewCalls returns the Renew calls made so far.
+func (b *kpBackend) renewCalls() []kpCall {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.calls)
+}
+
+// kpEnv is one bubble's backend and Client.
+type kpEnv struct {
+	t *testing.T
+	b *kpBackend
+	c *fencelock.Client
+}
+
+// kpNewEnv makes a backend and a Client (tokens a1, a2, ...) inside the
+// bubble, both closed at cleanup.
+func kpNewEnv(t *testing.T, opts ...fencelock.Option) *kpEnv {
+	t.Helper()
+	b := &kpBackend{Backend: memorybackend.New(), start: time.Now()}
+	t.Cleanup(func() { b.Close() })
+	var mu sync.Mutex
+	n := 0
+	gen := fencelock.WithTokenGenerator(func() (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return fmt.Sprintf("a%d", n), nil
+	})
+	c := fencelock.New(tmShared{b, b.Backend}, append([]fencelock.Option{gen}, opts...)...)
+	t.Cleanup(func() { c.Close() })
+	return &kpEnv{t: t, b: b, c: c}
+}
+
+func (e *kpEnv) now() time.Duration { return time.Since(e.b.start) }
+
+func (e *kpEnv) sleepUntil(d time.Duration) {
+	e.t.Helper()
+	if now := e.now(); d < now {
+		e.t.Fatalf("sleepUntil(%v): already at %v", d, now)
+	}
+	time.Sleep(d - e.now())
+}
+
+// acquire takes key at the current instant.
+func (e *kpEnv) acquire(key string, ttl time.Duration, opts ...fencelock.AcquireOption) *fencelock.Lock {
+	e.t.Helper()
+	lk, err := e.c.TryAcquire(context.Background(), key, ttl, opts...)
+	if err != nil {
+		e.t.Fatalf("TryAcquire %s: %v", key, err)
+	}
+	return lk
+}
+
+// TestKeeperRenewalOrderAndTiming pins down the schedule with locks of
+// different intervals: each is renewed when due, in due order, and a lock
+// due within a fifth of its interval goes along, early, only with a renewal
+// call that is made anyway; each renewal moves the deadline to its send
+// time + ttl - margin.
+func TestKeeperRenewalOrderAndTiming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		// A: every 300ms from 0 (window 60ms). B: every 500ms (window
+		// 100ms) from 150ms. C: every 900ms (window 180ms) from 250ms.
+		a := e.acquire("A", time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+		e.sleepUntil(150 * time.Millisecond)
+		b := e.acquire("B", 2*time.Second, fencelock.WithAutoRenew(500*time.Millisecond))
+		e.sleepUntil(250 * time.Millisecond)
+		c := e.acquire("C", 3*time.Second, fencelock.WithAutoRenew(900*time.Millisecond))
+		e.sleepUntil(1650 * time.Millisecond)
+
+		want := []string{
+			"300ms[A]",
+			"600ms[A B]", // B due at 650ms goes along, 50ms early; C (1.15s) is too early
+			"900ms[A]",   // B due at 1.1s: too early
+			"1.1s[B C]",  // C due at 1.15s goes along; A (1.2s) is too early
+			"1.2s[A]",    //
+			"1.5s[A B]",  // B due at 1.6s: at the edge of its window
+		}
+		if got := fmtCalls(e.b.renewCalls()); !slices.Equal(got, want) {
+			t.Errorf("renew calls\n got %v\nwant %v", got, want)
+		}
+		for _, x := range []struct {
+			lk       *fencelock.Lock
+			deadline time.Duration
+		}{{a, 2400 * time.Millisecond}, {b, 3300 * time.Millisecond}, {c, 3800 * time.Millisecond}} {
+			if err := x.lk.Err(); err != nil {
+				t.Errorf("%s: %v", x.lk.Key(), err)
+			}
+			if got := x.lk.Deadline().Sub(e.b.start); got != x.deadline {
+				t.Errorf("%s: deadline at %v, want %v", x.lk.Key(), got, x.deadline)
+			}
+		}
+	})
+}
+
+// TestKeeperExpiryDoesNotPullRenewals: a wake-up for a deadline alone
+// sends no renewal, not even of a lock due within its window: locks go
+// along early only to share a round trip that is made anyway.
+func TestKeeperExpiryDoesNotPullRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		d := e.acquire("D", time.Second) // no renewal: lost at 900ms
+		e.sleepUntil(50 * time.Millisecond)
+		e.acquire("R", time.Second, fencelock.WithAutoRenew(300*time.Millisecond)) // due 350, 650, 950ms
+		<-d.Done()
+		if at := e.now(); at != 900*time.Millisecond {
+			t.Errorf("D lost at %v, want 900ms", at)
+		}
+		e.sleepUntil(1000 * time.Millisecond)
+		want := []string{"350ms[R]", "650ms[R]", "950ms[R]"}
+		if got := fmtCalls(e.b.renewCalls()); !slices.Equal(got, want) {
+			t.Errorf("renew calls %v, want %v", got, want)
+		}
+	})
+}
+
+// fmtCalls renders calls as "at[keys]", keys sorted.
+func fmtCalls(calls []kpCall) []string {
+	var s []string
+	for _, c := range calls {
+		keys := slices.Sorted(slices.Values(c.keys))
+		s = append(s, fmt.Sprintf("%v[%s]", c.at, strings.Join(keys, " ")))
+	}
+	return s
+}
+
+// TestKeeperManyDueSplitIntoBatches: locks that come due together are
+// renewed in calls of at most 512, at most 4 in flight at once (the next
+// goes when one answers), each lock once per round, by a few goroutines
+// whatever the number of locks.
+func TestKeeperManyDueSplitIntoBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		const n = 2100
+		goroutines := runtime.NumGoroutine()
+		locks := make([]*fencelock.Lock, n)
+		for i := range locks {
+			locks[i] = e.acquire(fmt.Sprintf("k%04d", i), time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+		}
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 5, ReplyDelay: 10 * time.Millisecond})
+		e.sleepUntil(305 * time.Millisecond)
+		if extra := runtime.NumGoroutine() - goroutines; extra > 8 {
+			t.Errorf("%d more goroutines with %d locks and renewals in flight, want a few", extra, n)
+		}
+		e.sleepUntil(350 * time.Millisecond)
+
+		calls := e.b.renewCalls()
+		var at []time.Duration
+		var sizes []int
+		seen := map[string]int{}
+		for _, c := range calls {
+			at = append(at, c.at)
+			sizes = append(sizes, len(c.keys))
+			for _, k := range c.keys {
+				seen[k]++
+			}
+		}
+		ms := time.Millisecond
+		if want := []time.Duration{300 * ms, 300 * ms, 300 * ms, 300 * ms, 310 * ms}; !slices.Equal(at, want) {
+			t.Errorf("renew calls at %v, want %v (4 at once, the 5th when one answered)", at, want)
+		}
+		if want := []int{512, 512, 512, 512, 52}; !slices.Equal(sizes, want) {
+			t.Errorf("batch sizes %v, want %v", sizes, want)
+		}
+		if e.b.maxInflight != 4 {
+			t.Errorf("%d renew calls in flight at once, want 4", e.b.maxInflight)
+		}
+		if len(seen) != n {
+			t.Errorf("%d locks renewed, want %d", len(seen), n)
+		}
+		for k, c := range seen {
+			if c != 1 {
+				t.Errorf("%s renewed %d times in one round", k, c)
+			}
+		}
+		// Each deadline counts from its own batch's send time.
+		last := map[string]bool{}
+		for _, k := range calls[4].keys {
+			last[k] = true
+		}
+		for _, lk := range locks {
+			want := 1200 * ms
+			if last[lk.Key()] {
+				want = 1210 * ms
+			}
+			if got := lk.Deadline().Sub(e.b.start); got != want {
+				t.Fatalf("%s: deadline at %v, want %v", lk.Key(), got, want)
+			}
+		}
+	})
+}
+
+// TestKeeperStalledBatchesDoNotHoldUpOthers: batches that get no answer
+// (a paused node) stop counting against the bound of 4 in flight after
+// 100ms, so a batch waiting behind them goes then, not when they time out.
+func TestKeeperStalledBatchesDoNotHoldUpOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		for i := range 4*512 + 1 {
+			e.acquire(fmt.Sprintf("k%04d", i), 10*time.Second, fencelock.WithAutoRenew(3*time.Second))
+		}
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 4, ReplyDelay: time.Second})
+		e.sleepUntil(3500 * time.Millisecond)
+		var at []time.Duration
+		for _, c := range e.b.renewCalls() {
+			at = append(at, c.at)
+		}
+		s := time.Second
+		if want := []time.Duration{3 * s, 3 * s, 3 * s, 3 * s, 3100 * time.Millisecond}; !slices.Equal(at, want) {
+			t.Errorf("renew calls at %v, want %v", at, want)
+		}
+	})
+}
+
+// TestKeeperReleaseWhileRenewalInFlight: a lock released while its renewal
+// is on its way stays released when the reply comes (not lost, nothing
+// logged), and is renewed no more.
+func TestKeeperReleaseWhileRenewalInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lost []string
+		e := kpNewEnv(t, fencelock.WithLogger(slog.New(tmLossHandler{func(key string) { lost = append(lost, key) }})))
+		ctx := context.Background()
+		lk := e.acquire("k", time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+		other := e.acquire("o", time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 1, ReplyDelay: 100 * time.Millisecond})
+		e.sleepUntil(350 * time.Millisecond) // the renewal of both, sent at 300ms, answers at 400ms
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if at := e.now(); at != 350*time.Millisecond {
+			t.Errorf("Release returned at %v, want at once", at)
+		}
+		e.sleepUntil(1000 * time.Millisecond)
+		if err := lk.Err(); !errors.Is(err, fencelock.ErrReleased) || errors.Is(err, fencelock.ErrLost) {
+			t.Errorf("Err = %v, want ErrReleased", err)
+		}
+		want := []string{"300ms[k o]", "600ms[o]", "900ms[o]"}
+		if got := fmtCalls(e.b.renewCalls()); !slices.Equal(got, want) {
+			t.Errorf("renew calls %v, want %v", got, want)
+		}
+		if st := e.b.State(tmNS, "k"); st.Held() {
+			t.Errorf("k still held on the server: %+v", st.Holds)
+		}
+		if err := other.Err(); err != nil || len(lost) > 0 {
+			t.Errorf("other lock: %v; lost: %v", err, lost)
+		}
+	})
+}
+
+// TestKeeperReleaseWhileRenewalQueued: a lock released while its renewal
+// waits for a worker (4 batches in flight) is left out of the call.
+func TestKeeperReleaseWhileRenewalQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		ctx := context.Background()
+		for i := range 4 * 512 {
+			e.acquire(fmt.Sprintf("k%04d", i), time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+		}
+		e.sleepUntil(time.Millisecond)
+		late := e.acquire("late", time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 4, ReplyDelay: 50 * time.Millisecond})
+		e.sleepUntil(320 * time.Millisecond) // late came due at 301ms, behind 4 batches in flight till 350ms
+		if err := late.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		e.sleepUntil(400 * time.Millisecond)
+		for _, c := range e.b.renewCalls() {
+			if c.at != 300*time.Millisecond || len(c.keys) != 512 {
+				t.Errorf("renew call at %v with %d locks, want only the 4 batches at 300ms", c.at, len(c.keys))
+			}
+		}
+		if err := late.Err(); !errors.Is(err, fencelock.ErrReleased) {
+			t.Errorf("Err = %v, want ErrReleased", err)
+		}
+	})
+}
+
+// TestKeeperSlowBatchDoesNotDelayLoss: the loss signal of a lock comes at
+// its deadline while another lock's renewal is in flight, slow; the slow
+// renewal then succeeds.
+func TestKeeperSlowBatchDoesNotDelayLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		a := e.acquire("A", 10*time.Second, fencelock.WithAutoRenew(2*time.Second))
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 1, ReplyDelay: 800 * time.Millisecond})
+		e.sleepUntil(1500 * time.Millisecond)
+		b := e.acquire("B", time.Second) // deadline 2.4s, during A's renewal (2s to 2.8s)
+		<-b.Done()
+		if at := e.now(); at != 2400*time.Millisecond {
+			t.Errorf("B lost at %v, want 2.4s (its deadline)", at)
+		}
+		if err := b.Err(); !errors.Is(err, fencelock.ErrLost) {
+			t.Errorf("B: %v, want ErrLost", err)
+		}
+		e.sleepUntil(2900 * time.Millisecond)
+		if got := a.Deadline().Sub(e.b.start); got != 11*time.Second {
+			t.Errorf("A's deadline at %v, want 11s (renewal sent at 2s + 9s)", got)
+		}
+		if err := a.Err(); err != nil {
+			t.Errorf("A: %v", err)
+		}
+	})
+}
+
+// TestKeeperExpiryOrder: locks are declared lost in the order of their
+// deadlines, each exactly at its deadline, whether they renew (the server
+// refuses every renewal) or not.
+func TestKeeperExpiryOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu   sync.Mutex
+			lost []string
+			e    *kpEnv
+		)
+		e = kpNewEnv(t, fencelock.WithLogger(slog.New(tmLossHandler{func(key string) {
+			mu.Lock()
+			lost = append(lost, fmt.Sprintf("%s@%v", key, e.now()))
+			mu.Unlock()
+		}})))
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true})
+		for _, x := range []struct {
+			key string
+			at  time.Duration
+			ttl time.Duration
+			opt fencelock.AcquireOption
+		}{
+			{"e1", 0, time.Second, nil},
+			{"e2", 10 * time.Millisecond, 500 * time.Millisecond, nil},
+			{"e3", 20 * time.Millisecond, 2 * time.Second, nil},
+			{"e4", 30 * time.Millisecond, 100 * time.Millisecond, nil},
+			{"e5", 40 * time.Millisecond, time.Second, nil},
+			{"r1", 50 * time.Millisecond, time.Second, fencelock.WithAutoRenew(300 * time.Millisecond)},
+			{"r2", 50 * time.Millisecond, 400 * time.Millisecond, fencelock.WithAutoRenew(100 * time.Millisecond)},
+		} {
+			e.sleepUntil(x.at)
+			e.acquire(x.key, x.ttl, x.opt)
+		}
+		e.sleepUntil(2 * time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{"e4@120ms", "r2@410ms", "e2@460ms", "e1@900ms", "e5@940ms", "r1@950ms", "e3@1.82s"}
+		if !slices.Equal(lost, want) {
+			t.Errorf("losses %v, want %v", lost, want)
+		}
+	})
+}

@@ -40,6 +40,9 @@ type heldLock interface {
 	// lost reports whether the library (or, for libraries without automatic
 	// renewal, the benchmark's renewal goroutine) found the lock lost.
 	lost() bool
+	// renewErrors counts the benchmark's failed renewals (libraries with
+	// automatic renewal: 0, they retry out of sight).
+	renewErrors() int64
 	release(ctx context.Context) error
 }
 
@@ -91,14 +94,14 @@ var libraries = []library{
 		name: "redsync",
 		settings: fmt.Sprintf("one go-redis pool (quorum 1), Mutex.LockContext(ctx) retrying every %v "+
 			"(WithRetryDelay; default 50–250 ms), UnlockContext; held locks: ExtendContext every renew "+
-			"interval from one benchmark goroutine per lock (redsync has no automatic renewal)", redsyncRetryDelay),
+			"interval from one benchmark goroutine per lock, retried at the next tick after an error (redsync has no automatic renewal)", redsyncRetryDelay),
 		connect: newRedsync,
 	},
 	{
 		name: "redislock",
 		settings: fmt.Sprintf("Client.Obtain(ctx, key, ttl, LinearBackoff(%v)), Lock.Release(ctx); held locks: "+
-			"Lock.Refresh every renew interval from one benchmark goroutine per lock (redislock has no "+
-			"automatic renewal)", redislockBackoff),
+			"Lock.Refresh every renew interval from one benchmark goroutine per lock, retried at the next tick after an "+
+			"error (redislock has no automatic renewal)", redislockBackoff),
 		connect: newRedislock,
 	},
 	{
@@ -203,6 +206,7 @@ type fencelockHeld struct{ lk *fencelock.Lock }
 
 func (h fencelockHeld) lost() bool                        { return errors.Is(h.lk.Err(), fencelock.ErrLost) }
 func (h fencelockHeld) release(ctx context.Context) error { return h.lk.Release(ctx) }
+func (h fencelockHeld) renewErrors() int64                { return 0 }
 
 func (l *fencelockLocker) close() error {
 	return errors.Join(l.client.Close(), l.rdb.Close())
@@ -251,12 +255,13 @@ func (l *redsyncLocker) hold(ctx context.Context, key string, ttl, renew time.Du
 	if err := m.LockContext(ctx); err != nil {
 		return nil, err
 	}
-	return startRenewer(renew, func(ctx context.Context) error {
+	return startRenewer(ttl, renew, func(ctx context.Context) (bool, error) {
 		ok, err := m.ExtendContext(ctx)
-		if err == nil && !ok {
-			err = errNotHeld
+		var taken *redsync.ErrTaken
+		if errors.As(err, &taken) {
+			return false, nil
 		}
-		return err
+		return ok, err
 	}, func(ctx context.Context) error {
 		ok, err := m.UnlockContext(ctx)
 		if err == nil && !ok {
@@ -301,25 +306,40 @@ func (l *redislockLocker) hold(ctx context.Context, key string, ttl, renew time.
 	if err != nil {
 		return nil, err
 	}
-	return startRenewer(renew, func(ctx context.Context) error {
-		return lk.Refresh(ctx, ttl, nil)
+	return startRenewer(ttl, renew, func(ctx context.Context) (bool, error) {
+		err := lk.Refresh(ctx, ttl, nil)
+		if errors.Is(err, redislock.ErrNotObtained) {
+			return false, nil
+		}
+		return err == nil, err
 	}, lk.Release), nil
 }
 
 func (l *redislockLocker) close() error { return l.rdb.Close() }
 
-// renewer is what a user of a library without automatic renewal writes:
-// one goroutine per held lock, extending it on a ticker until released.
-// A failed extension marks the lock lost and ends the goroutine.
+// renewer is what a careful user of a library without automatic renewal
+// writes: one goroutine per held lock, extending it on a ticker until
+// released. An extension that finds the lock taken or gone marks it lost
+// and ends the goroutine; one that fails otherwise (a timeout, no free
+// connection in the pool) is retried at the next tick, and the lock counts
+// as lost only once no extension has succeeded for a whole ttl.
 type renewer struct {
+	ttl      time.Duration
 	stop     chan struct{}
 	done     chan struct{}
 	isLost   atomic.Bool
+	lastOK   atomic.Int64 // unix nanoseconds of the acquire or the last extension
+	failures atomic.Int64
 	unlockFn func(context.Context) error
 }
 
-func startRenewer(every time.Duration, extend, unlock func(context.Context) error) *renewer {
-	r := &renewer{stop: make(chan struct{}), done: make(chan struct{}), unlockFn: unlock}
+// extendFunc extends a lock; held false with a nil error means the lock is
+// certainly no longer ours.
+type extendFunc func(ctx context.Context) (held bool, err error)
+
+func startRenewer(ttl, every time.Duration, extend extendFunc, unlock func(context.Context) error) *renewer {
+	r := &renewer{ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}), unlockFn: unlock}
+	r.lastOK.Store(time.Now().UnixNano())
 	go func() {
 		defer close(r.done)
 		t := time.NewTicker(every)
@@ -329,12 +349,18 @@ func startRenewer(every time.Duration, extend, unlock func(context.Context) erro
 			case <-r.stop:
 				return
 			case <-t.C:
+				t0 := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), every)
-				err := extend(ctx)
+				held, err := extend(ctx)
 				cancel()
-				if err != nil {
+				switch {
+				case err != nil:
+					r.failures.Add(1)
+				case !held:
 					r.isLost.Store(true)
 					return
+				default:
+					r.lastOK.Store(t0.UnixNano())
 				}
 			}
 		}
@@ -342,7 +368,11 @@ func startRenewer(every time.Duration, extend, unlock func(context.Context) erro
 	return r
 }
 
-func (r *renewer) lost() bool { return r.isLost.Load() }
+func (r *renewer) lost() bool {
+	return r.isLost.Load() || time.Since(time.Unix(0, r.lastOK.Load())) >= r.ttl
+}
+
+func (r *renewer) renewErrors() int64 { return r.failures.Load() }
 
 func (r *renewer) release(ctx context.Context) error {
 	close(r.stop)
@@ -408,6 +438,8 @@ type rueidisHeld struct {
 }
 
 func (h *rueidisHeld) lost() bool { return !h.released.Load() && h.ctx.Err() != nil }
+
+func (h *rueidisHeld) renewErrors() int64 { return 0 }
 
 func (h *rueidisHeld) release(context.Context) error {
 	h.released.Store(true)

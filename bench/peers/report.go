@@ -204,17 +204,17 @@ func details(w io.Writer, r *report) {
 		fmt.Fprintf(w, "\n%s: %s (median of %d rounds; ops/s spread lowest–highest)\n", wd.name, wd.title, r.Rounds)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		if wd.kind == kindHeld {
-			fmt.Fprintln(tw, "library\tlocks\ttake all s\tCPU % avg\tbusiest s %\tprobe p50\tp99\tp99.9\tmax\tgoroutines\tB/lock\tlost\terrors\t")
+			fmt.Fprintln(tw, "library\tlocks\ttake all s\tCPU % avg\tbusiest s %\tprobe p50\tp99\tp99.9\tmax\tgoroutines\tB/lock\tlost\trenew errors\terrors\t")
 		} else {
 			fmt.Fprintln(tw, "library\tops/s\tspread\twait p50\tp90\tp99\tp99.9\tmax\tmin/max per worker\tcli µs/op\tsrv µs/op\tcmds/op\terrors\tviolations\t")
 		}
 		for _, x := range have {
 			f := x.Median[wd.name]
 			if wd.kind == kindHeld {
-				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", x.Library,
+				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", x.Library,
 					count(f.HeldLocks), f.HeldAcquireSec, f.HeldCPUPct, f.HeldBusiestPct,
 					duration(f.WaitP50), duration(f.WaitP99), duration(f.WaitP999), duration(f.WaitMax),
-					count(f.Goroutines), count(f.BytesPerLock), count(f.Lost), f.Errors)
+					count(f.Goroutines), count(f.BytesPerLock), count(f.Lost), count(f.RenewErrors), f.Errors)
 				continue
 			}
 			lo, hi := spread(x.Rounds[wd.name], func(f *figures) *float64 { return &f.OpsPerSec })

@@ -39,6 +39,7 @@ type figures struct {
 	Goroutines     float64 `json:"goroutines,omitempty"`
 	BytesPerLock   float64 `json:"bytes_per_lock,omitempty"`
 	Lost           float64 `json:"lost,omitempty"`
+	RenewErrors    float64 `json:"renew_errors,omitempty"` // the benchmark's renewals (redsync, redislock) that failed
 
 	Errors     int64  `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
@@ -77,6 +78,7 @@ func summarize(o outcome) figures {
 		f.Goroutines = float64(h.Goroutines)
 		f.BytesPerLock = h.BytesPerLock
 		f.Lost = float64(h.Lost)
+		f.RenewErrors = float64(h.RenewErrors)
 	}
 	slices.Sort(waits)
 	f.WaitP50 = millis(percentile(waits, 0.50))
@@ -147,6 +149,7 @@ var floatFields = []func(*figures) *float64{
 	func(f *figures) *float64 { return &f.Goroutines },
 	func(f *figures) *float64 { return &f.BytesPerLock },
 	func(f *figures) *float64 { return &f.Lost },
+	func(f *figures) *float64 { return &f.RenewErrors },
 }
 
 // median returns the median of vs (the mean of the middle two for an even

@@ -94,6 +94,7 @@ type heldResult struct {
 	Goroutines   int     `json:"goroutines"`     // runtime.NumGoroutine near the end of the window
 	BytesPerLock float64 `json:"bytes_per_lock"` // heap + stacks after GC, per held lock
 	Lost         int     `json:"lost"`           // locks found lost at the end of the window
+	RenewErrors  int64   `json:"renew_errors"`   // failed renewals by the benchmark's renewal goroutines
 }
 
 // isWorker reports whether this process was started as a worker.
@@ -412,6 +413,9 @@ func held(l locker, j job) workerResult {
 	for _, lk := range locks {
 		if lk != nil && lk.lost() {
 			h.Lost++
+		}
+		if lk != nil {
+			h.RenewErrors += lk.renewErrors()
 		}
 	}
 	res := workerResult{Held: h, ElapsedNs: h.WindowNs, WindowNs: h.WindowNs, CPUNs: h.CPUNs,

@@ -26,10 +26,11 @@ import (
 // only while it moves a bounded number of entries (keeperChunk). The
 // goroutines are the loop and up to maxRenewWorkers workers, started when
 // there are batches to send and ending when there are none, whatever the
-// number of locks. A batch that gets no answer for renewStallAfter (a paused
-// server, or one Cluster node of those the batch goes to) stops counting
-// against maxRenewWorkers, so that the other batches are not held up behind
-// it for the rest of its timeout; up to maxStalledWorkers may wait so.
+// number of locks. A batch that gets no answer for a quarter of its timeout
+// (a paused server, or one Cluster node of those the batch goes to) stops
+// counting against maxRenewWorkers, so that the other batches are not held
+// up behind it for the rest of its timeout; up to maxStalledWorkers may wait
+// so.
 //
 // It takes leaseKeeper.mu, then a Lock's mu (see lease.go for the lock order).
 type leaseKeeper struct {
@@ -51,7 +52,7 @@ type leaseKeeper struct {
 	pending   []*Lock   // the renewal batch being gathered by the loop
 	queue     [][]*Lock // batches waiting for a worker, oldest first
 	workers   int       // worker goroutines running
-	stalled   int       // of those, how many wait for a batch sent renewStallAfter ago or more
+	stalled   int       // of those, how many wait for a batch that counts as stalled (send)
 
 	wake chan struct{} // buffered: a pending "look again"
 	quit chan struct{}
@@ -67,10 +68,12 @@ const (
 	// bounded batches instead of one burst.
 	maxRenewWorkers = 4
 
-	// renewStallAfter is how long a batch may go unanswered before its
-	// worker counts as stalled, and another may start if batches wait; at
-	// most maxStalledWorkers workers run in all.
-	renewStallAfter   = 100 * time.Millisecond
+	// A batch unanswered for a quarter of its timeout (at least
+	// minRenewStall) counts as stalled, and another worker may start if
+	// batches wait; at most maxStalledWorkers workers run in all. A server
+	// that is merely slow answers well within that, and more batches in
+	// flight would only make it slower.
+	minRenewStall     = 100 * time.Millisecond
 	maxStalledWorkers = 64
 
 	// keeperChunk caps the schedule entries the loop handles per hold of
@@ -323,11 +326,12 @@ func (k *leaseKeeper) worker() {
 	}
 }
 
-// send makes the backend call of a batch. If it takes renewStallAfter or
-// longer, the worker counts as stalled meanwhile, and another may start.
-func (k *leaseKeeper) send(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error) {
+// send makes the backend call of a batch whose timeout is timeout. If it
+// goes unanswered for a quarter of that, the worker counts as stalled
+// meanwhile, and another may start.
+func (k *leaseKeeper) send(ctx context.Context, reqs []RenewRequest, timeout time.Duration) ([]RenewResult, error) {
 	var fired, done bool // guarded by k.mu
-	stall := time.AfterFunc(renewStallAfter, func() {
+	stall := time.AfterFunc(max(timeout/4, minRenewStall), func() {
 		k.mu.Lock()
 		if !done {
 			fired = true
@@ -377,7 +381,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(k.ctx, earliest(latest, sent.Add(timeout)))
-	results, err := k.send(ctx, reqs)
+	results, err := k.send(ctx, reqs, timeout)
 	cancel()
 	if err == nil && len(results) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d renewals", len(results), len(reqs))

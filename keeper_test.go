@@ -256,8 +256,9 @@ func TestKeeperManyDueSplitIntoBatches(t *testing.T) {
 }
 
 // TestKeeperStalledBatchesDoNotHoldUpOthers: batches that get no answer
-// (a paused node) stop counting against the bound of 4 in flight after
-// 100ms, so a batch waiting behind them goes then, not when they time out.
+// (a paused node) stop counting against the bound of 4 in flight after a
+// quarter of their timeout (interval/2: 1.5s), so a batch waiting behind
+// them goes then (375ms later), not when they time out or answer.
 func TestKeeperStalledBatchesDoNotHoldUpOthers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := kpNewEnv(t)
@@ -271,7 +272,7 @@ func TestKeeperStalledBatchesDoNotHoldUpOthers(t *testing.T) {
 			at = append(at, c.at)
 		}
 		s := time.Second
-		if want := []time.Duration{3 * s, 3 * s, 3 * s, 3 * s, 3100 * time.Millisecond}; !slices.Equal(at, want) {
+		if want := []time.Duration{3 * s, 3 * s, 3 * s, 3 * s, 3375 * time.Millisecond}; !slices.Equal(at, want) {
 			t.Errorf("renew calls at %v, want %v", at, want)
 		}
 	})

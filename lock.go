@@ -42,7 +42,7 @@ type Lock struct {
 	nextRenew time.Time     // when automatic renewal is next due
 	turnFree  chan struct{} // made by a Refresh waiting for the renewal turn; closed when it is free
 	err       error         // nil while held
-	done      chan struct{}
+	done      chan struct{} // made by the first Done call; nil until then
 	onEnd     map[uint64]func(error)
 	nextID    uint64
 }
@@ -58,7 +58,6 @@ func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Du
 		ttl:       req.TTL,
 		deadline:  c.leaseEnd(sent, req.TTL),
 		nextRenew: sent.Add(autoRenew),
-		done:      make(chan struct{}),
 	}
 }
 
@@ -112,7 +111,8 @@ func (l *Lock) isReleasing() bool {
 	return l.releasing
 }
 
-// closedChan is the Done channel of a nil *Lock.
+// closedChan is the Done channel of a nil *Lock, and of a Lock that ended
+// before Done was first called.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Done returns a channel that is closed when the lock is released or lost.
@@ -121,6 +121,16 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func (l *Lock) Done() <-chan struct{} {
 	if l == nil {
 		return closedChan
+	}
+	// Made on demand: most held locks are never asked (Do and Context use
+	// whenEnded), and a channel is a fifth of a held lock's memory.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		if l.err != nil {
+			return closedChan
+		}
+		l.done = make(chan struct{})
 	}
 	return l.done
 }
@@ -338,11 +348,13 @@ func (l *Lock) end(err error) bool {
 		return false
 	}
 	l.err = err
-	callbacks := l.onEnd
+	callbacks, done := l.onEnd, l.done
 	l.onEnd = nil
 	l.mu.Unlock()
 
-	close(l.done)
+	if done != nil {
+		close(done)
+	}
 	l.client.leases.remove(l)
 	for _, f := range callbacks {
 		f(err)

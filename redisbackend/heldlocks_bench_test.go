@@ -100,6 +100,7 @@ type heldRenewCounter struct {
 	inflight        atomic.Int64
 	maxInflight     atomic.Int64
 	maxBatch        atomic.Int64
+	lastActive      atomic.Int64 // UnixNano of the last start or end of a Renew call
 }
 
 func (r *heldRenewCounter) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
@@ -107,8 +108,18 @@ func (r *heldRenewCounter) Renew(ctx context.Context, reqs []fencelock.RenewRequ
 	r.renewals.Add(int64(len(reqs)))
 	heldRaise(&r.maxBatch, int64(len(reqs)))
 	heldRaise(&r.maxInflight, r.inflight.Add(1))
-	defer r.inflight.Add(-1)
+	r.lastActive.Store(time.Now().UnixNano())
+	defer func() {
+		r.lastActive.Store(time.Now().UnixNano())
+		r.inflight.Add(-1)
+	}()
 	return r.Backend.Renew(ctx, reqs)
+}
+
+// renewing reports whether a Renew call is in flight or was within the
+// last 100ms.
+func (r *heldRenewCounter) renewing() bool {
+	return r.inflight.Load() > 0 || time.Now().UnixNano()-r.lastActive.Load() < int64(100*time.Millisecond)
 }
 
 func heldRaise(a *atomic.Int64, v int64) {
@@ -130,7 +141,9 @@ func heldRaise(a *atomic.Int64, v int64) {
 //   - probe-p50/p99/max-ms: a lock+unlock (Acquire, Release, with a request
 //     context) of another key, every 10ms throughout the window (its own
 //     CPU time is in cpu-%core: compare with FENCELOCK_HELD_LOCKS=1, or
-//     turn it off with FENCELOCK_HELD_PROBE=0);
+//     turn it off with FENCELOCK_HELD_PROBE=0); sweep-probe-p99/max-ms: the
+//     sweep-probes of them made while a renewal call was in flight (or
+//     within 100ms of one);
 //   - goroutines: the most seen during the window, less those the process
 //     had before the Client was made and the benchmark's own two;
 //   - lost: locks that were lost by the end of the window (must be 0);
@@ -201,6 +214,7 @@ func BenchmarkHeldLocks(b *testing.B) {
 	var (
 		done        = make(chan struct{})
 		probes      []time.Duration
+		sweepProbes []time.Duration // those made while renewals were in flight
 		probeErrs   int
 		busiest     float64
 		maxRoutines int
@@ -221,6 +235,7 @@ func BenchmarkHeldLocks(b *testing.B) {
 			case <-tick.C:
 			}
 			ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+			sweep := backend.renewing()
 			t0 := time.Now()
 			lk, err := c.Acquire(ctx, "held-probe", cfg.ttl)
 			if err == nil {
@@ -233,6 +248,9 @@ func BenchmarkHeldLocks(b *testing.B) {
 				continue
 			}
 			probes = append(probes, d)
+			if sweep || backend.renewing() {
+				sweepProbes = append(sweepProbes, d)
+			}
 		}
 	})
 	obs.Go(func() {
@@ -296,6 +314,12 @@ func BenchmarkHeldLocks(b *testing.B) {
 	if len(probes) > 0 {
 		b.ReportMetric(heldMillis(probes[len(probes)-1]), "probe-max-ms")
 	}
+	slices.Sort(sweepProbes)
+	b.ReportMetric(heldMillis(heldPercentile(sweepProbes, 0.99)), "sweep-probe-p99-ms")
+	if len(sweepProbes) > 0 {
+		b.ReportMetric(heldMillis(sweepProbes[len(sweepProbes)-1]), "sweep-probe-max-ms")
+	}
+	b.ReportMetric(float64(len(sweepProbes)), "sweep-probes")
 	b.ReportMetric(float64(maxRoutines-goroutinesBefore-2), "goroutines")
 	b.ReportMetric(float64(lost), "lost")
 	b.ReportMetric(float64(renewals)/float64(cfg.locks), "renewals/lock")

@@ -195,6 +195,7 @@ func (k *leaseKeeper) poke() {
 
 func (k *leaseKeeper) loop() {
 	defer k.wg.Done()
+	defer k.dropPending()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -214,6 +215,20 @@ func (k *leaseKeeper) loop() {
 		case <-k.wake:
 		case <-timer.C:
 		}
+	}
+}
+
+// dropPending gives back the renewal turns of a batch that was still being
+// gathered when the loop stopped.
+func (k *leaseKeeper) dropPending() {
+	k.mu.Lock()
+	pending := k.pending
+	k.pending = nil
+	k.mu.Unlock()
+	for _, l := range pending {
+		l.mu.Lock()
+		l.endRenewalTurnLocked()
+		l.mu.Unlock()
 	}
 }
 
@@ -241,18 +256,19 @@ func (k *leaseKeeper) tick(now time.Time) (next time.Time, more bool) {
 			more = true
 			break
 		}
-		l := k.sched.pop()
+		l := e.l
 		l.mu.Lock()
 		switch {
 		case l.err != nil || l.releasing:
-			// Ended: its end removes it too.
+			k.sched.pop() // ended: its end removes it too
 		case l.expiredLocked(now):
+			k.sched.pop()
 			expired = append(expired, l)
 		case l.renewalDue(now):
 			l.beginRenewalLocked()
 			// While the renewal is in flight, the deadline is what counts.
 			l.schedRenewal = false
-			k.sched.push(l, k.at(l.deadline))
+			k.sched.update(l, k.at(l.deadline))
 			if k.pending == nil {
 				k.pending = batchPool.Get().([]*Lock)
 			}
@@ -264,7 +280,7 @@ func (k *leaseKeeper) tick(now time.Time) (next time.Time, more bool) {
 			// Its lease changed since it was scheduled (a Refresh).
 			at, renewal := k.nextEventLocked(l)
 			l.schedRenewal = renewal
-			k.sched.push(l, at)
+			k.sched.update(l, at)
 		}
 		l.mu.Unlock()
 	}

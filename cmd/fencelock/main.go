@@ -1,6 +1,6 @@
 // Command fencelock is fencelock's command-line tool.
 //
-//	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart
+//	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart, failover, cluster-failover
 //	fencelock inspect [flags] KEY   a lock's state in Redis: holder, fence, lease left, waiters
 //
 // Run "fencelock help" for the list of commands and "fencelock demo -h" for
@@ -15,8 +15,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/demo"
 )
@@ -36,7 +38,7 @@ type command struct {
 // commands lists the subcommands.
 func commands() []command {
 	return []command{
-		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart", run: runDemo},
+		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart, failovers", run: runDemo},
 		{name: "inspect", summary: "show a lock's state in Redis: holder, fence, lease left, waiters", run: runInspect},
 		{name: "demo-worker", hidden: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
 		{name: "help", summary: "show help for a command", run: runHelp},
@@ -110,9 +112,22 @@ FAIL.
 
 Without --redis (or $REDIS_URL) it starts a private redis-server on a free
 port. With one, it uses keys under fencelock-demo:* and deletes them after;
-the restart scenario is then skipped.
+the restart, failover and cluster-failover scenarios are then skipped.
 
-Scenarios (default iterations per worker in brackets):
+In failover and cluster-failover the lock lives on a replicated Redis the
+demo starts (a Sentinel group: 1 master, 2 replicas, 3 sentinels; or a
+Cluster of 3 masters with a replica each); the demo's own redis-server keeps
+only its checks. The master waits until a worker holds the lock, stalls the
+replicas (the holder's renewals then reach the master only), kill -9s the
+master, and lets a replica be promoted and the old master rejoin, --failovers
+times, while the workers iterate. Without --replica-ack the promoted replica
+may end the holder's lease early, and another worker acquire the lock while
+the holder still believes it holds it (a lock lost silently): the fence
+refuses the holder's late writes. With --replica-ack 1 (redisbackend.
+WithReplicaAck) renewals no replica acknowledged do not count, so the holder
+is told before the lock can pass on. Run both to compare.
+
+Scenarios (default iterations per worker, or failovers, in brackets):
 %s
 Flags:
 `
@@ -122,18 +137,25 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var scenarioList strings.Builder
 	for _, s := range demo.Scenarios {
-		fmt.Fprintf(&scenarioList, "  %-8s [%d] %s\n", s.Name, s.Iterations, s.Summary)
+		n := fmt.Sprint(s.Iterations)
+		if s.Failovers > 0 {
+			n = fmt.Sprintf("%d failovers", s.Failovers)
+		}
+		fmt.Fprintf(&scenarioList, "  %-16s [%s] %s\n", s.Name, n, s.Summary)
 	}
-	fmt.Fprintf(&scenarioList, "  %-8s runs them all in turn (about a minute with the defaults)\n", "all")
+	fmt.Fprintf(&scenarioList, "  %-16s runs them all in turn (about two minutes with the defaults)\n", "all")
 	// The flag package reports a bad flag on stderr; runDemo adds a pointer
 	// to -h, which prints the full text on stdout.
 	fs.Usage = func() {}
 	var (
 		scenario   = fs.String("scenario", "all", "scenario to run: "+strings.Join(demo.Names(), ", ")+", or all (a comma-separated list works too)")
 		workers    = fs.Int("workers", 8, "worker processes, 2 to 64")
-		iterations = fs.Int("iterations", 0, "iterations per worker (default: each scenario's own, see above)")
+		iterations = fs.Int("iterations", 0, "iterations per worker (default: each scenario's own, see above; the failover scenarios iterate until their failovers are done)")
 		redisURL   = fs.String("redis", "", "Redis URL or host:port to use instead of a private redis-server (default $REDIS_URL)")
-		store      = fs.String("store", demo.StoreRedis, "fenced store: "+strings.Join(demo.StoreKinds, ", ")+" (restart always uses sqlite instead of redis)")
+		store      = fs.String("store", demo.StoreRedis, "fenced store: "+strings.Join(demo.StoreKinds, ", ")+" (restart and the failover scenarios use sqlite instead of redis)")
+		failovers  = fs.Int("failovers", 0, "failovers in failover and cluster-failover (default: each one's own, see above)")
+		replicaAck = fs.Int("replica-ack", 0, fmt.Sprintf("failover scenarios only: replicas that must acknowledge each acquire and renewal (redisbackend.WithReplicaAck), 0 (off) to %d; the Cluster has 1 replica per master", demo.MaxReplicaAck))
+		ackTimeout = fs.Duration("replica-ack-timeout", demo.DefaultReplicaAckTimeout, "how long an acquire or renewal waits for --replica-ack acknowledgements")
 		pgURL      = fs.String("postgres-url", "", "PostgreSQL URL for --store postgres (default $DATABASE_URL; without either, a private server is started)")
 		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
 		verbose    = fs.Bool("verbose", false, "show the workers' logs (lock losses, renewal failures) and go-redis's")
@@ -178,6 +200,33 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	default:
 		return bad("invalid --store %q: want %s", *store, strings.Join(demo.StoreKinds, ", "))
 	}
+	if *failovers < 0 || *failovers > demo.MaxFailovers {
+		return bad("invalid --failovers %d: want 1 to %d (or 0 for each scenario's default)", *failovers, demo.MaxFailovers)
+	}
+	if *replicaAck < 0 || *replicaAck > demo.MaxReplicaAck {
+		return bad("invalid --replica-ack %d: want 0 (off) to %d (the Sentinel group has 2 replicas, the Cluster 1 per master)", *replicaAck, demo.MaxReplicaAck)
+	}
+	if *ackTimeout < time.Millisecond || *ackTimeout > demo.MaxReplicaAckTimeout {
+		return bad("invalid --replica-ack-timeout %v: want 1ms to %v", *ackTimeout, demo.MaxReplicaAckTimeout)
+	}
+	// The failover flags mean nothing to the other scenarios (their Redis
+	// has no replicas): refuse them rather than ignore them.
+	if !slices.ContainsFunc(scenarios, func(s demo.Scenario) bool { return s.Failovers > 0 }) {
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "failovers", "replica-ack", "replica-ack-timeout":
+				set = append(set, "--"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			verb := "applies"
+			if len(set) > 1 {
+				verb = "apply"
+			}
+			return bad("%s %s only to the failover scenarios (failover, cluster-failover), and --scenario %q has none", strings.Join(set, ", "), verb, *scenario)
+		}
+	}
 
 	if !*verbose {
 		demo.QuietRedisLog()
@@ -200,6 +249,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		Progress:      stderr,
 		ProgressTTY:   isTerminal(stderr),
 		Verbose:       *verbose,
+
+		Failovers:         *failovers,
+		ReplicaAck:        *replicaAck,
+		ReplicaAckTimeout: *ackTimeout,
 	})
 	if rep != nil {
 		var werr error

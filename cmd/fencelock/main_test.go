@@ -40,6 +40,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"help", "nope"}, 2, "", `unknown command "nope"`},
 		{[]string{"nope"}, 2, "", `unknown command "nope"`},
 		{[]string{"demo", "-h"}, 0, "restart", ""},
+		{[]string{"demo", "-h"}, 0, "cluster-failover", ""},
+		{[]string{"demo", "-h"}, 0, "--replica-ack", ""},
 	} {
 		code, out, errs := runCLI(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.err) {
@@ -63,6 +65,16 @@ func TestDemoBadFlags(t *testing.T) {
 		{[]string{"--workers", "abc"}, `invalid value "abc" for flag -workers`},
 		{[]string{"--iterations", "-1"}, "invalid --iterations -1"},
 		{[]string{"--store", "mongo"}, `invalid --store "mongo"`},
+		{[]string{"--failovers", "-1"}, "invalid --failovers -1"},
+		{[]string{"--failovers", "1001"}, "invalid --failovers 1001"},
+		{[]string{"--failovers", "x"}, `invalid value "x" for flag -failovers`},
+		{[]string{"--replica-ack", "3"}, "invalid --replica-ack 3"},
+		{[]string{"--replica-ack", "-1"}, "invalid --replica-ack -1"},
+		{[]string{"--replica-ack-timeout", "0s"}, "invalid --replica-ack-timeout 0s"},
+		{[]string{"--replica-ack-timeout", "5s"}, "invalid --replica-ack-timeout 5s"},
+		{[]string{"--replica-ack-timeout", "soon"}, `invalid value "soon" for flag -replica-ack-timeout`},
+		{[]string{"--scenario", "mutex,crash", "--replica-ack", "1"}, `--replica-ack applies only to the failover scenarios (failover, cluster-failover), and --scenario "mutex,crash" has none`},
+		{[]string{"--scenario", "restart", "--failovers", "3", "--replica-ack-timeout", "100ms"}, "--failovers, --replica-ack-timeout apply only"},
 		{[]string{"--frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {

@@ -22,6 +22,9 @@ type analysisInput struct {
 	pauses                      []pauseRec
 	kills                       []killRec
 	restart                     *restartRec
+	failoversPlanned            int
+	failovers                   []failoverRec
+	replicaAck                  int // failover scenarios: --replica-ack
 	ctlErrs                     []string
 
 	stopped string // why the run was cut short (Ctrl-C, timeout); "" if it was not
@@ -213,8 +216,17 @@ func analyze(res *Result, in analysisInput) {
 	case "restart":
 		if rs := in.restart; rs != nil {
 			for _, r := range recs {
-				if r.Acquired > 0 && r.Acquired < rs.Up && r.Exited > rs.Killed {
+				switch {
+				case r.Acquired > 0 && r.Acquired < rs.Up && r.Exited > rs.Killed:
 					excusedFrom[r] = max(rs.Killed, r.Acquired)
+				case r.AcquireStart < rs.Up && r.Acquired > rs.Up && r.ToldAt > r.Acquired:
+					// An acquire that waited through the outage can return
+					// with little of its lease left (it counts from when
+					// the attempt was sent, before the server was back);
+					// told of the loss, the holder only finishes its hold.
+					excusedFrom[r] = r.ToldAt
+					res.Notes = append(res.Notes, fmt.Sprintf("restart: worker %d's Acquire, waiting since before the restart, returned %v after it and the lock was lost %v later (%s): its lease counted from an attempt sent while the server was down",
+						r.Worker, nanos(r.Acquired-rs.Up), nanos(r.ToldAt-r.Acquired), lossKind(r.LostErr)))
 				}
 			}
 		}
@@ -352,6 +364,8 @@ func analyze(res *Result, in analysisInput) {
 				res.Reasons = append(res.Reasons, fmt.Sprintf("surviving worker %d completed %d of %d iterations", w, completedBy[w], in.iterations))
 			}
 		}
+	case "failover", "cluster-failover":
+		analyzeFailovers(res, in, recs)
 	case "restart":
 		rs := res.Restart
 		if rs == nil {

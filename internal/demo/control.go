@@ -62,15 +62,21 @@ type controller struct {
 	pauses   int
 	kills    int
 
-	mu         sync.Mutex
-	pauseRecs  []pauseRec
-	killRecs   []killRec
-	restartRec *restartRec
-	errs       []string
+	bed       testBed // failover scenarios: the lock's replicated Redis
+	failovers int
+
+	mu           sync.Mutex
+	pauseRecs    []pauseRec
+	killRecs     []killRec
+	restartRec   *restartRec
+	failoverRecs []failoverRec
+	errs         []string
 }
 
 func (c *controller) run(ctx context.Context) {
 	switch {
+	case c.sc.isFailover():
+		c.runFailovers(ctx)
 	case c.pauses > 0:
 		// Paused workers finish their iterations: spread the pauses out.
 		c.schedule(ctx, c.pauses, func(k int) float64 { return float64(k+1) / float64(c.pauses+2) }, c.pauseOne)

@@ -66,6 +66,38 @@
 //     server clock) and no stale write is accepted. The fenced store must
 //     survive the restart, so it is SQLite even with --store redis. Only
 //     with the demo's private server; skipped with an external Redis.
+//   - failover: the lock lives on a private Sentinel group (1 master, 2
+//     replicas, 3 sentinels); lease 4s, renewal every 1s, hold 100ms. The
+//     workers iterate until the master has done its failovers (3, or
+//     --failovers): it waits until a worker holds the lock (that "victim"
+//     holds on), stalls the replicas (SIGSTOP, replication link cut), kill
+//     -9s the master 2s later, resumes the replicas, waits for the
+//     promotion, restarts the old master as a replica, and lets the victim
+//     go once its lease as of the kill is over. Without --replica-ack the
+//     renewals in the stall count for the victim but are not on the
+//     promoted replica, so another worker may acquire the lock before the
+//     victim hears of it: a lock lost silently, shown as such, and a PASS
+//     as long as the fence refused every stale write and no fence went
+//     backwards. With --replica-ack N (redisbackend.WithReplicaAck) those
+//     renewals do not count, the victim is told at its local deadline, and
+//     a lock lost silently, or any overlap, is a FAIL. The lease is longer
+//     than a failover (2-3 s here): with a shorter one the victim is told
+//     by its own deadline before any replica is promoted, ack or not.
+//   - cluster-failover: the same on a private Cluster of 3 masters with a
+//     replica each; the master killed is the one that serves the lock key.
+//
+// In the failover scenarios only the lock is on the replicated Redis: the
+// inside counter and the holder key stay on the demo's own redis-server
+// (the referee), which no failover touches, and the fenced store is SQLite
+// (or PostgreSQL with --store postgres). They also report locks lost
+// silently (another worker acquired while the victim had no loss signal
+// yet), victims told and kept, fence regressions (a fence not above every
+// fence handed out before it, in the order the Acquires returned), the
+// ghost-lock time after a release (release returned -> a waiting worker's
+// Acquire returned: hand-off latency with a working lock, the lease's
+// remainder with a release the failover lost), and the time from each kill
+// -9 until the next Acquire returned. They run only with the demo's
+// private servers; skipped with an external Redis.
 //
 // Without a Redis URL the demo starts a private redis-server on a free port
 // and stops it at the end. With one, it works under a namespace of its own

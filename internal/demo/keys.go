@@ -18,8 +18,15 @@ import (
 //	                 reads it to pick a holder to pause or kill)
 //	NS:{KEY}:epoch   set by the master; a change means Redis was restarted
 //	                 and the counter above started again from nothing
+//	NS:{KEY}:want    set by the master when it wants a victim for its next
+//	                 failover: the next worker to enter claims it
+//	NS:{KEY}:victim  "pid worker fence" of the worker that claimed it
+//
+// In the failover scenarios the lock lives elsewhere (a Sentinel group or a
+// Cluster); the other keys stay on the demo's own redis-server, the
+// referee, which no failover touches.
 type demoKeys struct {
-	lock, inside, holder, epoch string
+	lock, inside, holder, epoch, want, victim string
 }
 
 func keysFor(namespace, key string) demoKeys {
@@ -29,21 +36,30 @@ func keysFor(namespace, key string) demoKeys {
 		inside: base + ":inside",
 		holder: base + ":holder",
 		epoch:  base + ":epoch",
+		want:   base + ":want",
+		victim: base + ":victim",
 	}
 }
 
 // enterScript marks a worker inside, in one atomic step with publishing who
 // it is. It refuses (-1) while the epoch key is missing: Redis was restarted
-// and the master has not yet started the new epoch.
+// and the master has not yet started the new epoch. If the master wants a
+// victim for a failover, the entering worker is it (the third value is 1).
 //
-//	KEYS: inside, holder, epoch    ARGV: holder value
-//	returns {INCR result, epoch}, or {-1, ""}
+//	KEYS: inside, holder, epoch, want, victim    ARGV: holder value
+//	returns {INCR result, epoch, victim}, or {-1, "", 0}
 var enterScript = redis.NewScript(`
 local epoch = redis.call('GET', KEYS[3])
-if not epoch then return {-1, ''} end
+if not epoch then return {-1, '', 0} end
 local n = redis.call('INCR', KEYS[1])
 redis.call('SET', KEYS[2], ARGV[1])
-return {n, epoch}
+local victim = 0
+if redis.call('GET', KEYS[4]) then
+  redis.call('DEL', KEYS[4])
+  redis.call('SET', KEYS[5], ARGV[1])
+  victim = 1
+end
+return {n, epoch, victim}
 `)
 
 // exitScript marks a worker outside, if Redis is still in the epoch in
@@ -91,13 +107,33 @@ func parseHolder(s string) (holderValue, bool) {
 // pair runs a script that returns two integers (the second may be a
 // string holding one).
 func pair(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string, args ...any) (int64, string, error) {
+	a, b, _, err := triple(ctx, rdb, s, 2, keys, args...)
+	return a, b, err
+}
+
+// triple runs a script that returns n (2 or 3) values: an integer, an
+// integer or a string holding one, and (n = 3) an integer.
+func triple(ctx context.Context, rdb redis.Scripter, s *redis.Script, n int, keys []string, args ...any) (int64, string, int64, error) {
 	res, err := s.Run(ctx, rdb, keys, args...).Slice()
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
 	}
-	if len(res) != 2 {
-		return 0, "", fmt.Errorf("demo: unexpected script reply %v", res)
+	if len(res) != n {
+		return 0, "", 0, fmt.Errorf("demo: unexpected script reply %v", res)
 	}
+	var c int64
+	if n == 3 {
+		var ok bool
+		if c, ok = res[2].(int64); !ok {
+			return 0, "", 0, fmt.Errorf("demo: unexpected script reply %v", res)
+		}
+	}
+	a, b, err := firstTwo(res)
+	return a, b, c, err
+}
+
+// firstTwo decodes the first two values of a script's reply.
+func firstTwo(res []any) (int64, string, error) {
 	a, ok := res[0].(int64)
 	if !ok {
 		return 0, "", fmt.Errorf("demo: unexpected script reply %v", res)

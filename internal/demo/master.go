@@ -31,7 +31,9 @@ type Config struct {
 	Scenarios []Scenario
 	// Workers is the number of worker processes (default 8).
 	Workers int
-	// Iterations per worker; 0 means each scenario's default.
+	// Iterations per worker; 0 means each scenario's default. The failover
+	// scenarios ignore it: their workers iterate until the failovers are
+	// done.
 	Iterations int
 	// RedisURL is the Redis to use; empty starts a private redis-server.
 	RedisURL string
@@ -56,7 +58,24 @@ type Config struct {
 	// Pauses and Kills override the scenarios' numbers of paused and killed
 	// holders when positive (tests use fewer).
 	Pauses, Kills int
+
+	// Failovers overrides the failover scenarios' number of failovers when
+	// positive.
+	Failovers int
+	// ReplicaAck makes the failover scenarios' locks wait for that many
+	// replicas to acknowledge each acquire and renewal, for at most
+	// ReplicaAckTimeout (redisbackend.WithReplicaAck); 0 is off. The other
+	// scenarios' Redis has no replicas: it does not apply to them.
+	ReplicaAck        int
+	ReplicaAckTimeout time.Duration
 }
+
+// DefaultReplicaAckTimeout is Config.ReplicaAckTimeout's default.
+const DefaultReplicaAckTimeout = 200 * time.Millisecond
+
+// MaxReplicaAck is the largest Config.ReplicaAck: the Sentinel group has 2
+// replicas (the Cluster has 1 per master).
+const MaxReplicaAck = 2
 
 // Report is the outcome of Run.
 type Report struct {
@@ -124,8 +143,28 @@ func (c *Config) defaults() error {
 	if len(c.WorkerCommand) == 0 {
 		return errors.New("demo: Config.WorkerCommand is empty")
 	}
+	if c.Failovers < 0 || c.Failovers > MaxFailovers {
+		return fmt.Errorf("invalid failovers %d: want 1 to %d (0 for each failover scenario's default)", c.Failovers, MaxFailovers)
+	}
+	if c.ReplicaAck < 0 || c.ReplicaAck > MaxReplicaAck {
+		return fmt.Errorf("invalid replica ack %d: want 0 (off) to %d (the Sentinel group's replicas)", c.ReplicaAck, MaxReplicaAck)
+	}
+	if c.ReplicaAckTimeout == 0 {
+		c.ReplicaAckTimeout = DefaultReplicaAckTimeout
+	}
+	if c.ReplicaAckTimeout < time.Millisecond || c.ReplicaAckTimeout > MaxReplicaAckTimeout {
+		return fmt.Errorf("invalid replica ack timeout %v: want 1ms to %v", c.ReplicaAckTimeout, MaxReplicaAckTimeout)
+	}
 	return nil
 }
+
+// MaxFailovers bounds Config.Failovers.
+const MaxFailovers = 1000
+
+// MaxReplicaAckTimeout bounds Config.ReplicaAckTimeout: well under the
+// failover scenarios' lease, which every acquire and renewal may spend it
+// from.
+const MaxReplicaAckTimeout = time.Second
 
 // runner holds what the scenarios of one Run share.
 type runner struct {
@@ -226,6 +265,16 @@ type proc struct {
 
 	killed atomic.Bool // kill -9ed by the master on purpose
 	killAt atomic.Int64
+
+	sendMu sync.Mutex // one line at a time on stdin
+}
+
+// send writes a line to the worker's stdin; a worker gone already is no
+// error.
+func (p *proc) send(line string) {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	fmt.Fprintln(p.stdin, line)
 }
 
 func (p *proc) alive() bool {

@@ -24,7 +24,30 @@ type workerConfig struct {
 	MaxWait    time.Duration `json:"max_wait"` // bound of one Acquire
 	Store      storeConfig   `json:"store"`
 	Verbose    bool          `json:"verbose"`
+
+	// Failover scenarios: the lock lives on Lock (RedisURL, the referee,
+	// keeps only the demo's own keys); the worker iterates until the
+	// master says "stop" (Iterations is 0), and the worker that enters
+	// when the master asks for a victim holds on until "release FENCE".
+	Lock         lockConfig `json:"lock,omitempty"`
+	UntilStopped bool       `json:"until_stopped,omitempty"`
 }
+
+// lockConfig says where a worker's lock lives. The zero value: on the
+// demo's Redis (RedisURL).
+type lockConfig struct {
+	Kind              string        `json:"kind,omitempty"`        // "", lockSentinel, lockCluster
+	MasterName        string        `json:"master_name,omitempty"` // sentinel: the monitored master's name
+	Addrs             []string      `json:"addrs,omitempty"`       // sentinel: the sentinels; cluster: every node
+	ReplicaAck        int           `json:"replica_ack,omitempty"` // redisbackend.WithReplicaAck replicas; 0: off
+	ReplicaAckTimeout time.Duration `json:"replica_ack_timeout,omitempty"`
+}
+
+// Where a failover scenario's lock lives.
+const (
+	lockSentinel = "sentinel" // a private Sentinel group: 1 master, 2 replicas, 3 sentinels
+	lockCluster  = "cluster"  // a private Cluster: 3 masters with a replica each
+)
 
 // storeConfig says which fenced store a worker writes to.
 type storeConfig struct {
@@ -71,7 +94,17 @@ type iterRecord struct {
 
 	Exited       int64 `json:"exited,omitempty"` // before Release: the end of the hold interval
 	ReleaseStart int64 `json:"release_start,omitempty"`
-	Released     bool  `json:"released,omitempty"` // Release freed the lock (it still held it)
+	ReleaseEnd   int64 `json:"release_end,omitempty"` // Release returned
+	Released     bool  `json:"released,omitempty"`    // Release freed the lock (it still held it)
+
+	// Victim: the master picked this hold for a failover; it went on past
+	// the hold time until the master released it or the lock was lost.
+	Victim bool `json:"victim,omitempty"`
+	// ToldAt is when the lock's Done channel closed with ErrLost before
+	// Release was called (a goroutine waiting on Done stamped it: when the
+	// holder could first have known); 0 if it was not told before.
+	ToldAt  int64  `json:"told_at,omitempty"`
+	LostErr string `json:"lost_err,omitempty"` // the lock's Err when it was told
 
 	LostBeforeRelease bool `json:"lost_before_release,omitempty"` // Done had fired with ErrLost before Release was called
 	LostAtEnd         bool `json:"lost_at_end,omitempty"`         // Err matched ErrLost after Release (also when Release found it gone)

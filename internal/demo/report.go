@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -57,8 +58,12 @@ func (p *progress) update(name string, st *live, elapsed time.Duration) {
 	if p.w == nil {
 		return
 	}
-	line := fmt.Sprintf("%-8s %d/%d iterations, %d entered, inside at once (counter) %d, violations %d, stale writes refused %d, %v",
-		name, st.finished, st.total, st.entered, st.maxInside, st.violations, st.stale, elapsed.Round(100*time.Millisecond))
+	done := fmt.Sprintf("%d/%d", st.finished, st.total)
+	if st.total == 0 {
+		done = fmt.Sprint(st.finished) // until the master stops them
+	}
+	line := fmt.Sprintf("%-8s %s iterations, %d entered, inside at once (counter) %d, violations %d, stale writes refused %d, %v",
+		name, done, st.entered, st.maxInside, st.violations, st.stale, elapsed.Round(100*time.Millisecond))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tty {
@@ -77,6 +82,9 @@ func (p *progress) done(name string, res *Result) {
 	defer p.mu.Unlock()
 	p.clearLocked()
 	line := fmt.Sprintf("%-8s %s  %d/%d completed in %v", name, res.Status, res.Completed, res.Workers*res.Iterations, res.Elapsed)
+	if res.Failover != nil && res.Status != StatusSkip {
+		line = fmt.Sprintf("%-8s %s  %d iterations completed, %d of %d failovers, in %v", name, res.Status, res.Completed, res.Failover.Done, res.Failover.Planned, res.Elapsed)
+	}
 	if len(res.Reasons) > 0 {
 		line += ": " + firstLine(res.Reasons[0])
 	}
@@ -93,7 +101,11 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the report as a table, one column per scenario, with
 // notes and failure reasons below it.
 func (rep *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "fencelock demo: %d worker processes contend for one lock on %s\n\n", rep.Workers, rep.Redis)
+	on := rep.Redis
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Failover != nil && r.Status != StatusSkip }) {
+		on += ` (failover scenarios: on the replicated Redis of "lock on"; the checks stay here)`
+	}
+	fmt.Fprintf(w, "fencelock demo: %d worker processes contend for one lock on %s\n\n", rep.Workers, on)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(label string, f func(r *Result) string) {
 		cells := []string{label}
@@ -117,7 +129,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		return dur(r.Lease) + " / " + dur(r.Hold) + " / " + renew
 	})
-	row("workers x iterations", func(r *Result) string { return fmt.Sprintf("%d x %d", r.Workers, r.Iterations) })
+	row("workers x iterations", func(r *Result) string {
+		if r.Failover != nil {
+			return fmt.Sprintf("%d x until done", r.Workers)
+		}
+		return fmt.Sprintf("%d x %d", r.Workers, r.Iterations)
+	})
 	row("fenced store", func(r *Result) string { return r.Store })
 	row("entered", num(func(r *Result) int { return r.Entered }))
 	row("completed", num(func(r *Result) int { return r.Completed }))
@@ -154,6 +171,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			return fmt.Sprintf("%d killed", len(r.Kills))
 		case r.Restart != nil:
 			return "redis restart"
+		case r.Failover != nil:
+			return fmt.Sprintf("%d failovers", r.Failover.Done)
 		}
 		return "-"
 	})
@@ -178,10 +197,57 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		return most.String()
 	})
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Failover != nil }) {
+		fo := func(f func(fs *FailoverSummary) string) func(r *Result) string {
+			return func(r *Result) string {
+				if r.Failover == nil {
+					return "-"
+				}
+				return f(r.Failover)
+			}
+		}
+		row("lock on", fo(func(fs *FailoverSummary) string {
+			if fs.Topology == lockCluster {
+				return "cluster 3 x (1+1)"
+			}
+			return "sentinel 1+2"
+		}))
+		row("replica ack", fo(func(fs *FailoverSummary) string {
+			if fs.ReplicaAck == 0 {
+				return "off"
+			}
+			return fmt.Sprintf("%d, %v", fs.ReplicaAck, fs.ReplicaAckTimeout)
+		}))
+		row("replicas stalled before kill -9", fo(func(fs *FailoverSummary) string { return dur(fs.StallFor) }))
+		row("failovers done", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d of %d", fs.Done, fs.Planned) }))
+		row("locks lost silently", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d of %d", fs.LostSilently, fs.Done) }))
+		row("holders told / kept", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d / %d", fs.Told, fs.Kept) }))
+		row("fence regressions", fo(func(fs *FailoverSummary) string { return fmt.Sprint(fs.FenceRegressions) }))
+		row("ghost lock after release p50 / max", fo(func(fs *FailoverSummary) string {
+			if fs.Releases == 0 {
+				return "-"
+			}
+			return fs.GhostP50.String() + " / " + fs.GhostMax.String()
+		}))
+		row("next acquire after kill min / med / max", fo(func(fs *FailoverSummary) string {
+			if fs.Done == 0 {
+				return "-"
+			}
+			return showTakeover(fs.NextAcquireMin) + " / " + showTakeover(fs.NextAcquireMedian) + " / " + showTakeover(fs.NextAcquireMax)
+		}))
+	}
 	row("time", func(r *Result) string { return r.Elapsed.String() })
 	row("result", func(r *Result) string { return r.Status })
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range rep.Results {
+		if r.Verdict != "" {
+			fmt.Fprintf(w, "\n%s: %s", r.Scenario, r.Verdict)
+		}
+	}
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Verdict != "" }) {
+		fmt.Fprintln(w)
 	}
 
 	var notes, fails []string

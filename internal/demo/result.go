@@ -81,9 +81,13 @@ type Result struct {
 	HandoffP50 Millis `json:"handoff_p50_ms"` // release called -> next Acquire returned
 	HandoffP99 Millis `json:"handoff_p99_ms"`
 
-	Pauses  []PauseResult  `json:"pauses,omitempty"`
-	Kills   []KillResult   `json:"kills,omitempty"`
-	Restart *RestartResult `json:"restart,omitempty"`
+	Pauses   []PauseResult    `json:"pauses,omitempty"`
+	Kills    []KillResult     `json:"kills,omitempty"`
+	Restart  *RestartResult   `json:"restart,omitempty"`
+	Failover *FailoverSummary `json:"failover,omitempty"`
+
+	// Verdict sums up what a failover scenario showed, in a sentence.
+	Verdict string `json:"verdict,omitempty"`
 
 	Elapsed Millis `json:"elapsed_ms"`
 }
@@ -117,6 +121,56 @@ type RestartResult struct {
 	Down        Millis `json:"down_ms"`      // kill -9 -> the new server answered
 	FenceBefore int64  `json:"fence_before"` // the largest fence acquired before the kill
 	FenceAfter  int64  `json:"fence_after"`  // the smallest fence acquired after the restart
+}
+
+// FailoverSummary is what a failover scenario showed.
+type FailoverSummary struct {
+	Topology          string `json:"topology"`    // sentinel, cluster
+	ReplicaAck        int    `json:"replica_ack"` // replicas each acquire and renewal waited for; 0: off
+	ReplicaAckTimeout Millis `json:"replica_ack_timeout_ms,omitempty"`
+	StallFor          Millis `json:"stall_ms"` // replicas stalled -> kill -9
+
+	Planned int `json:"planned"`
+	Done    int `json:"done"`
+
+	LostSilently int `json:"lost_silently"` // another worker acquired while the victim still believed it held the lock
+	Told         int `json:"told"`          // the victim was told (ErrLost) before anyone else acquired
+	Kept         int `json:"kept"`          // the victim kept the lock through the failover
+
+	FenceRegressions int `json:"fence_regressions"` // a fence not above one handed out earlier
+
+	Releases int    `json:"releases"`     // releases followed by a waiting worker's acquire
+	GhostP50 Millis `json:"ghost_p50_ms"` // release returned -> next Acquire returned
+	GhostMax Millis `json:"ghost_max_ms"`
+
+	NextAcquireMin    Millis `json:"next_acquire_min_ms"` // kill -9 -> the next Acquire returned
+	NextAcquireMedian Millis `json:"next_acquire_median_ms"`
+	NextAcquireMax    Millis `json:"next_acquire_max_ms"`
+
+	Events []FailoverResult `json:"events"`
+}
+
+// FailoverResult is one failover.
+type FailoverResult struct {
+	N         int    `json:"n"`
+	Victim    int    `json:"victim"` // the worker holding the lock
+	Fence     int64  `json:"fence"`
+	At        Millis `json:"at_ms"`      // the kill -9, since the start of the scenario
+	Stalled   Millis `json:"stalled_ms"` // how long the replicas had been stalled at the kill
+	Old       string `json:"old_master"`
+	NewMaster string `json:"new_master"`
+	Promotion Millis `json:"promotion_ms"` // kill -> the promotion was seen; -1 if not
+	Rejoin    Millis `json:"rejoin_ms"`    // kill -> the old master a synced replica again; -1 if not
+
+	Outcome    string `json:"outcome"`       // lost silently, told, kept
+	Told       bool   `json:"told"`          // the victim was told of the loss (ErrLost) before it released
+	ToldAfter  Millis `json:"told_after_ms"` // kill -> it was told (negative: before the kill)
+	ToldHow    string `json:"told_how,omitempty"`
+	TakenBy    int    `json:"taken_by"` // the worker that acquired during the victim's hold; -1 if none
+	TakenFence int64  `json:"taken_fence,omitempty"`
+	TakenAfter Millis `json:"taken_after_ms"` // kill -> that acquire; -1 if none
+
+	NextAcquire Millis `json:"next_acquire_ms"` // kill -> the next Acquire returned; -1 if none
 }
 
 func newResult(sc Scenario, workers, iterations int) *Result {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/redis/go-redis/v9"
 )
 
 // recKey identifies an iteration.
@@ -25,7 +27,7 @@ type live struct {
 func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	started := time.Now()
 	iterations := sc.Iterations
-	if r.cfg.Iterations > 0 {
+	if r.cfg.Iterations > 0 && !sc.isFailover() {
 		iterations = r.cfg.Iterations
 	}
 	res := newResult(sc, r.cfg.Workers, iterations)
@@ -34,12 +36,28 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		r.secrets.scrubResult(res) // worker output, driver errors: whatever they quoted
 	}()
 
-	if sc.Restart && r.srv == nil {
+	skip := func(reason string) *Result {
 		res.Status = StatusSkip
-		res.Reasons = append(res.Reasons, "needs the demo's private redis-server (it kill -9s and restarts it); not done to an external Redis")
+		res.Reasons = append(res.Reasons, reason)
 		res.Store = "-"
 		r.progress.done(sc.Name, res)
 		return res
+	}
+	if sc.Restart && r.srv == nil {
+		return skip("needs the demo's private redis-server (it kill -9s and restarts it); not done to an external Redis")
+	}
+	failovers := r.failovers(sc)
+	if sc.isFailover() {
+		res.Failover = &FailoverSummary{Topology: sc.Failover, ReplicaAck: r.cfg.ReplicaAck, StallFor: millis(sc.StallFor), Planned: failovers}
+		if r.cfg.ReplicaAck > 0 {
+			res.Failover.ReplicaAckTimeout = millis(r.cfg.ReplicaAckTimeout)
+		}
+		switch {
+		case r.srv == nil:
+			return skip("runs only with the demo's private servers (it starts a replicated Redis of its own, kill -9s its masters, and keeps its checks on a private redis-server); skipped with an external Redis")
+		case sc.Failover == lockCluster && r.cfg.ReplicaAck > 1:
+			return skip(fmt.Sprintf("the Cluster has one replica per master: --replica-ack %d could never be acknowledged", r.cfg.ReplicaAck))
+		}
 	}
 
 	ns := fmt.Sprintf("fencelock-demo:%s:%s", r.runID, sc.Name)
@@ -57,7 +75,11 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	scfg, storeName := r.storeFor(sc, ns)
 	res.Store = storeName
 	if sc.SQLStore && r.cfg.Store == StoreRedis {
-		res.Notes = append(res.Notes, "fenced store: SQLite instead of Redis, which the restart wipes")
+		if sc.isFailover() {
+			res.Notes = append(res.Notes, sc.Name+": fenced store: SQLite instead of Redis, which a failover may roll back")
+		} else {
+			res.Notes = append(res.Notes, "fenced store: SQLite instead of Redis, which the restart wipes")
+		}
 	}
 	store, err := openStore(ctx, scfg, r.rdb, true)
 	if err != nil {
@@ -77,8 +99,23 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		return res.fail("setting up keys: %v", err)
 	}
 
+	// Failover scenarios: the lock's own replicated Redis.
+	var bed testBed
+	var lockCfg lockConfig
+	if sc.isFailover() {
+		var err error
+		bed, err = startTestBed(sc.Failover)
+		if err != nil {
+			return res.fail("starting the replicated Redis: %v", err)
+		}
+		defer bed.close()
+		r.progress.logf("%s: the lock lives on %s", sc.Name, bed.describe())
+		lockCfg = bed.workerLock()
+		lockCfg.ReplicaAck, lockCfg.ReplicaAckTimeout = r.cfg.ReplicaAck, r.cfg.ReplicaAckTimeout
+	}
+
 	// The workers.
-	timeout := scenarioTimeout(sc, r.cfg.Workers, iterations, r.pauses(sc), r.kills(sc))
+	timeout := scenarioTimeout(sc, r.cfg.Workers, iterations, r.pauses(sc), r.kills(sc), failovers)
 	msgs := make(chan message, 256)
 	quit := make(chan struct{})
 	procs := make([]*proc, r.cfg.Workers)
@@ -97,6 +134,7 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 			ID: i, RedisURL: r.redisURL, Namespace: ns, Key: lockKey, Scenario: sc.Name,
 			Lease: sc.Lease, Hold: sc.Hold, Renew: sc.Renew, IgnoreLoss: sc.IgnoreLoss,
 			Iterations: iterations, MaxWait: timeout, Store: scfg, Verbose: r.cfg.Verbose,
+			Lock: lockCfg, UntilStopped: sc.isFailover(),
 		}
 		p, err := r.startWorker(i, wcfg, msgs, quit)
 		if err != nil {
@@ -141,6 +179,7 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		finished: finished.Load, total: st.total,
 		left:   func(w int) bool { return finishedBy[w].Load() < iterations },
 		pauses: r.pauses(sc), kills: r.kills(sc),
+		bed: bed, failovers: failovers,
 	}
 	ctlCtx, stopCtl := context.WithCancel(ctx)
 	ctlDone := make(chan struct{})
@@ -236,6 +275,7 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		recs: recs, killedAt: map[int]int64{}, doneWorkers: doneWorkers,
 		pausesPlanned: ctl.pauses, killsPlanned: ctl.kills,
 		pauses: ctl.pauseRecs, kills: ctl.killRecs, restart: ctl.restartRec, ctlErrs: ctl.errs,
+		failoversPlanned: failovers, failovers: ctl.failoverRecs, replicaAck: r.cfg.ReplicaAck,
 		stopped: stopped,
 	}
 	for _, p := range procs {
@@ -253,8 +293,13 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	default:
 		in.storeToken = token
 	}
+	lockRDB := redis.UniversalClient(r.rdb)
+	if bed != nil {
+		lockRDB = bed.client()
+		defer lockRDB.Close()
+	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	n, lerr := r.rdb.Exists(lctx, keys.lock).Result()
+	n, lerr := lockRDB.Exists(lctx, keys.lock).Result()
 	cancel()
 	in.lockLeft = lerr == nil && n > 0
 	analyze(res, in)
@@ -288,7 +333,8 @@ func (r *runner) storeFor(sc Scenario, ns string) (storeConfig, string) {
 	case StoreSQLite:
 		return sqliteConfig(r.tmpDir, sc.Name), StoreSQLite
 	case StorePostgres:
-		return storeConfig{Kind: StorePostgres, DSN: r.pg.url, Table: "fencelock_demo_" + r.runID + "_" + sc.Name}, StorePostgres
+		table := "fencelock_demo_" + r.runID + "_" + strings.ReplaceAll(sc.Name, "-", "_")
+		return storeConfig{Kind: StorePostgres, DSN: r.pg.url, Table: table}, StorePostgres
 	default:
 		return storeConfig{Kind: StoreRedis, Prefix: ns + ":fenced"}, StoreRedis
 	}
@@ -304,6 +350,16 @@ func (r *runner) pauses(sc Scenario) int {
 	return sc.Pauses
 }
 
+func (r *runner) failovers(sc Scenario) int {
+	if !sc.isFailover() {
+		return 0
+	}
+	if r.cfg.Failovers > 0 {
+		return r.cfg.Failovers
+	}
+	return sc.Failovers
+}
+
 func (r *runner) kills(sc Scenario) int {
 	if sc.Kills == 0 {
 		return 0
@@ -316,7 +372,7 @@ func (r *runner) kills(sc Scenario) int {
 }
 
 // scenarioTimeout bounds a scenario generously; it only ends runs that hang.
-func scenarioTimeout(sc Scenario, workers, iterations, pauses, kills int) time.Duration {
+func scenarioTimeout(sc Scenario, workers, iterations, pauses, kills, failovers int) time.Duration {
 	per := sc.Hold + 100*time.Millisecond
 	if sc.IgnoreLoss {
 		per = max(per, sc.Lease+100*time.Millisecond)
@@ -324,6 +380,8 @@ func scenarioTimeout(sc Scenario, workers, iterations, pauses, kills int) time.D
 	d := 60*time.Second + 3*time.Duration(workers*iterations)*per
 	d += time.Duration(pauses) * (sc.PauseFor() + 2*sc.Lease)
 	d += time.Duration(kills) * 2 * sc.Lease
+	// A failover: the stall, a promotion, a rejoin, a round of hand-offs.
+	d += time.Duration(failovers) * (sc.StallFor + 2*sc.Lease + 60*time.Second)
 	return d
 }
 

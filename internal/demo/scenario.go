@@ -31,6 +31,15 @@ type Scenario struct {
 	// SQLStore: the fenced store must not live in the Redis being restarted.
 	SQLStore bool
 
+	// Failover puts the lock on a private replicated Redis, lockSentinel or
+	// lockCluster, whose master the master kill -9s Failovers times (the
+	// default; --failovers overrides it) while a worker holds the lock,
+	// StallFor after it stalled the replicas. The workers iterate until
+	// the failovers are done (Iterations is 0).
+	Failover  string
+	Failovers int
+	StallFor  time.Duration
+
 	Summary string // one line for the help text
 }
 
@@ -74,7 +83,36 @@ var Scenarios = []Scenario{
 		Iterations: 6, Restart: true, SQLStore: true,
 		Summary: "redis-server kill -9ed and restarted empty: fences keep increasing (private server only)",
 	},
+	{
+		Name: "failover", Lease: failoverLease, Hold: failoverHold, Renew: failoverRenew,
+		Failover: lockSentinel, Failovers: defaultFailovers, StallFor: failoverStall, SQLStore: true,
+		Summary: "lock on a Sentinel group, master kill -9ed under a holder while replicas lag: may be lost silently without --replica-ack; the fence holds",
+	},
+	{
+		Name: "cluster-failover", Lease: failoverLease, Hold: failoverHold, Renew: failoverRenew,
+		Failover: lockCluster, Failovers: defaultFailovers, StallFor: failoverStall, SQLStore: true,
+		Summary: "the same on a Cluster (3 masters, a replica each): the key's master kill -9ed",
+	},
 }
+
+// The failover scenarios' timing. The victim holds a lease of
+// failoverLease, renewed every failoverRenew; the master stalls the
+// replicas, waits failoverStall and kill -9s the master. Without
+// --replica-ack, the renewals in the stall count, so the holder believes in
+// a lease that the promoted replica (which has the lease as of the stall)
+// ends earlier; with it, they do not, and the holder is told at its local
+// deadline. The lease outlasts a failover (2-3 s here), so that a lost lock
+// can show.
+const (
+	failoverLease    = 4 * time.Second
+	failoverRenew    = time.Second
+	failoverHold     = 100 * time.Millisecond
+	failoverStall    = 2 * time.Second
+	defaultFailovers = 3
+)
+
+// isFailover reports whether s is a failover scenario.
+func (s Scenario) isFailover() bool { return s.Failover != "" }
 
 // Lookup returns the scenario called name.
 func Lookup(name string) (Scenario, bool) {

@@ -10,7 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,12 +69,15 @@ func (e *emitter) emit(ev event) {
 type worker struct {
 	cfg    workerConfig
 	pid    int
-	rdb    *redis.Client
+	rdb    *redis.Client // the demo's Redis: the referee's keys (and the lock, outside the failover scenarios)
 	locks  *fencelock.Client
 	store  fence.Store
 	keys   demoKeys
 	out    *emitter
 	keyArg []string
+
+	stop     <-chan struct{} // closed on "stop": finish the iteration under way, then end
+	releases <-chan int64    // "release FENCE": the master lets its failover victim go
 }
 
 func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emitter) error {
@@ -95,7 +101,28 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 	if cfg.Verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace(cfg.Namespace), fencelock.WithLogger(logger))
+	// The lock's Redis: the demo's own, or (failover scenarios) a Sentinel
+	// group or a Cluster, through a go-redis client with its default
+	// options, as an application would have it.
+	var lockRDB redis.UniversalClient = rdb
+	switch cfg.Lock.Kind {
+	case "":
+	case lockSentinel:
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: cfg.Lock.MasterName, SentinelAddrs: cfg.Lock.Addrs})
+		defer c.Close()
+		lockRDB = c
+	case lockCluster:
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Lock.Addrs})
+		defer c.Close()
+		lockRDB = c
+	default:
+		return fmt.Errorf("unknown lock kind %q", cfg.Lock.Kind)
+	}
+	var bopts []redisbackend.Option
+	if cfg.Lock.ReplicaAck > 0 {
+		bopts = append(bopts, redisbackend.WithReplicaAck(cfg.Lock.ReplicaAck, cfg.Lock.ReplicaAckTimeout))
+	}
+	locks := fencelock.New(redisbackend.New(lockRDB, bopts...), fencelock.WithNamespace(cfg.Namespace), fencelock.WithLogger(logger))
 	defer locks.Close()
 
 	store, err := openStore(ctx, cfg.Store, rdb, false)
@@ -104,22 +131,37 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 	}
 	defer store.close()
 
+	stop := make(chan struct{})
+	releases := make(chan int64, 4)
 	w := &worker{
 		cfg: cfg, pid: os.Getpid(), rdb: rdb, locks: locks, store: store, out: out,
-		keys: keysFor(cfg.Namespace, cfg.Key),
+		keys: keysFor(cfg.Namespace, cfg.Key), stop: stop, releases: releases,
 	}
-	w.keyArg = []string{w.keys.inside, w.keys.holder, w.keys.epoch}
+	w.keyArg = []string{w.keys.inside, w.keys.holder, w.keys.epoch, w.keys.want, w.keys.victim}
 
-	// stdin: "go" starts the run; EOF (the master exited or gave up on us)
-	// ends it.
+	// stdin: "go" starts the run; "stop" ends it after the iteration under
+	// way; "release FENCE" ends the hold of the failover victim with that
+	// fence; EOF (the master exited or gave up on us) ends it at once.
 	start := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdin)
-		started := false
+		started, stopped := false, false
 		for sc.Scan() {
-			if sc.Text() == "go" && !started {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 1 && f[0] == "go" && !started:
 				started = true
 				close(start)
+			case len(f) == 1 && f[0] == "stop" && !stopped:
+				stopped = true
+				close(stop)
+			case len(f) == 2 && f[0] == "release":
+				if fence, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					select {
+					case releases <- fence:
+					default: // nobody is listening: stale ones are dropped
+					}
+				}
 			}
 		}
 		cancel()
@@ -131,7 +173,10 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 		return nil
 	}
 
-	for i := 0; i < cfg.Iterations && ctx.Err() == nil; i++ {
+	for i := 0; (cfg.UntilStopped || i < cfg.Iterations) && ctx.Err() == nil; i++ {
+		if w.stopped() {
+			break
+		}
 		rec := w.iteration(ctx, i)
 		if ctx.Err() != nil && rec.Outcome != outcomeCompleted {
 			break // stopping: do not report what the stop cut short
@@ -142,6 +187,16 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 		out.emit(event{Ev: "done"})
 	}
 	return nil
+}
+
+// stopped reports whether the master said "stop".
+func (w *worker) stopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // iteration runs one acquire, enter, write, hold, write, exit, release.
@@ -169,20 +224,37 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 	rec.Fence = lk.Fence()
 	holder := holderValue{Pid: w.pid, Worker: w.cfg.ID, Fence: rec.Fence}.String()
 
+	// When was the holder told? Stamp the moment Done closes, as an
+	// application waiting on it would see it.
+	var doneAt atomic.Int64
+	stamped := make(chan struct{})
+	go func() {
+		defer close(stamped)
+		<-lk.Done()
+		doneAt.Store(mono())
+	}()
+
 	release := func() {
 		rec.LostBeforeRelease = errors.Is(lk.Err(), fencelock.ErrLost)
 		if rec.Exited == 0 {
 			rec.Exited = mono()
 		}
+		if rec.LostBeforeRelease {
+			<-lk.Done() // closed by the loss (Err reports it)
+			<-stamped
+			rec.ToldAt, rec.LostErr = doneAt.Load(), lk.Err().Error()
+		}
 		rec.ReleaseStart = mono()
 		rerr := lk.Release(ctx)
+		rec.ReleaseEnd = mono()
 		rec.Released = rerr == nil
 		rec.LostAtEnd = errors.Is(lk.Err(), fencelock.ErrLost)
 	}
 
 	// Enter: INCR the shared counter (must return 1) and publish who is
-	// inside, atomically; refused while Redis is between epochs.
-	n, epoch, err := pair(ctx, w.rdb, enterScript, w.keyArg, holder)
+	// inside, atomically; refused while Redis is between epochs. The
+	// worker may become the master's failover victim here.
+	n, epoch, victim, err := triple(ctx, w.rdb, enterScript, 3, w.keyArg, holder)
 	if err != nil || n == -1 {
 		rec.Outcome = outcomeInterrupted
 		if err != nil {
@@ -194,6 +266,12 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 		return rec
 	}
 	rec.EnterRan, rec.EnterN = true, n
+	rec.Victim = victim == 1
+	if rec.Victim {
+		for len(w.releases) > 0 {
+			<-w.releases // meant for an earlier hold
+		}
+	}
 	w.out.emit(event{Ev: "step", Iter: rec}) // the master learns of an open hold at once
 
 	w.write(ctx, rec, "enter")
@@ -214,6 +292,11 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 		}
 	}
 	hold.Stop()
+	// A failover victim holds on, like a long job, until the master lets
+	// it go after the failover, or until it is told that the lock is lost.
+	if rec.Victim {
+		w.holdOn(ctx, lk, rec.Fence)
+	}
 
 	w.write(ctx, rec, "exit")
 
@@ -231,6 +314,23 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 	}
 	release()
 	return rec
+}
+
+// holdOn holds the lock of fence until the master's "release FENCE", the
+// lock's loss, or the end of the run.
+func (w *worker) holdOn(ctx context.Context, lk *fencelock.Lock, fence int64) {
+	for {
+		select {
+		case f := <-w.releases:
+			if f == fence {
+				return
+			}
+		case <-lk.Done():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // write writes to the fenced store with the lock's fence and records what

@@ -455,8 +455,12 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 		excuseOverlap(recs, excusedFrom).judge(res, "a failover victim's hold from the stall on")
 		if safe {
 			if fs.LostSilently > 0 {
-				res.Verdict = fmt.Sprintf("lock lost silently in %d of %d failovers (no --replica-ack); the fence refused every stale write (%d), fences never went backwards",
-					fs.LostSilently, fs.Done, res.StaleAttempted)
+				fenced := fmt.Sprintf("the fence refused every stale write (%d)", res.StaleAttempted)
+				if res.StaleAttempted == 0 {
+					fenced = "no stale write was attempted"
+				}
+				res.Verdict = fmt.Sprintf("lock lost silently in %d of %d failovers (no --replica-ack); %s, fences never went backwards",
+					fs.LostSilently, fs.Done, fenced)
 			} else {
 				res.Verdict = fmt.Sprintf("no lock lost silently in %s this time (no --replica-ack: holders told %d, kept %d); stale writes refused %d, accepted 0, fences never went backwards",
 					plural(fs.Done, "failover"), fs.Told, fs.Kept, res.StaleAttempted)

@@ -1,6 +1,7 @@
 package redisbackend_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -151,7 +152,9 @@ func heldRaise(a *atomic.Int64, v int64) {
 //     FENCELOCK_HELD_ROUNDS), max-batch and max-inflight: the largest Renew
 //     call and the most Renew calls in flight at once;
 //   - B/lock: live heap and goroutine stacks per held lock, after a GC;
-//     redis-B/lock: the server's used_memory per held lock.
+//     redis-B/lock: the server's used_memory per held lock;
+//     redis-µs/script: the server's time per script call in the window
+//     (INFO commandstats), nearly all of them renewals.
 func BenchmarkHeldLocks(b *testing.B) {
 	cfg := heldConfigFromEnv(b)
 	srv := servertest.Redis(b)
@@ -215,6 +218,7 @@ func BenchmarkHeldLocks(b *testing.B) {
 		done        = make(chan struct{})
 		probes      []time.Duration
 		sweepProbes []time.Duration // those made while renewals were in flight
+		slowest     []heldProbe     // the slowest probes, for the log
 		probeErrs   int
 		busiest     float64
 		maxRoutines int
@@ -248,6 +252,7 @@ func BenchmarkHeldLocks(b *testing.B) {
 				continue
 			}
 			probes = append(probes, d)
+			slowest = heldKeepSlowest(slowest, heldProbe{at: t0, took: d}, 5)
 			if sweep || backend.renewing() {
 				sweepProbes = append(sweepProbes, d)
 			}
@@ -271,6 +276,9 @@ func BenchmarkHeldLocks(b *testing.B) {
 			}
 		}
 	})
+	if err := rdb.ConfigResetStat(bg).Err(); err != nil {
+		b.Fatal(err)
+	}
 	renewalsBefore, callsBefore := backend.renewals.Load(), backend.calls.Load()
 	if path := os.Getenv(envHeldProf); path != "" {
 		f, err := os.Create(path)
@@ -289,6 +297,7 @@ func BenchmarkHeldLocks(b *testing.B) {
 	close(done)
 	obs.Wait()
 	renewals, calls := backend.renewals.Load()-renewalsBefore, backend.calls.Load()-callsBefore
+	scriptMicros := heldScriptMicros(b, rdb)
 
 	lost := 0
 	var lostErr error
@@ -306,6 +315,10 @@ func BenchmarkHeldLocks(b *testing.B) {
 		b.Logf("%d probes failed", probeErrs)
 	}
 
+	for _, p := range slowest {
+		b.Logf("slow probe: %v at %v into the window (%v after the process started, as in GODEBUG=gctrace=1)",
+			p.took.Round(time.Microsecond), p.at.Sub(t0).Round(time.Millisecond), p.at.Sub(heldProcessStart).Round(time.Millisecond))
+	}
 	slices.Sort(probes)
 	b.ReportMetric(100*float64(cpu)/float64(window), "cpu-%core")
 	b.ReportMetric(100*busiest, "busiest-s-%core")
@@ -326,6 +339,7 @@ func BenchmarkHeldLocks(b *testing.B) {
 	b.ReportMetric(float64(renewals)/float64(max(calls, 1)), "renewals/call")
 	b.ReportMetric(float64(backend.maxBatch.Load()), "max-batch")
 	b.ReportMetric(float64(backend.maxInflight.Load()), "max-inflight")
+	b.ReportMetric(scriptMicros, "redis-µs/script")
 	b.ReportMetric(bytesPerLock, "B/lock")
 	b.ReportMetric(redisPerLock, "redis-B/lock")
 
@@ -384,6 +398,51 @@ func heldRedisMemory(b *testing.B, rdb *redis.Client) uint64 {
 		}
 	}
 	b.Fatalf("no used_memory in INFO memory: %q", info)
+	return 0
+}
+
+// heldProcessStart is about when the process started.
+var heldProcessStart = time.Now()
+
+// heldProbe is one timed lock+unlock.
+type heldProbe struct {
+	at   time.Time
+	took time.Duration
+}
+
+// heldKeepSlowest adds p to slowest, keeping the n slowest, slowest first.
+func heldKeepSlowest(slowest []heldProbe, p heldProbe, n int) []heldProbe {
+	i, _ := slices.BinarySearchFunc(slowest, p, func(a, b heldProbe) int { return cmp.Compare(b.took, a.took) })
+	if i >= n {
+		return slowest
+	}
+	slowest = slices.Insert(slowest, i, p)
+	return slowest[:min(len(slowest), n)]
+}
+
+// heldScriptMicros returns the server's mean time per EVALSHA since its
+// statistics were reset (INFO commandstats): in the window, nearly all of
+// them are renewals.
+func heldScriptMicros(b *testing.B, rdb *redis.Client) float64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(field, "usec_per_call="); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return f
+			}
+		}
+	}
 	return 0
 }
 

@@ -146,7 +146,12 @@ func TestFormat(t *testing.T) {
 			t.Errorf("duration(%v) = %q, want %q", ms, got, want)
 		}
 	}
-	if got := ratioCell(1, 2); got != "0.50×" {
-		t.Errorf("ratioCell(1, 2) = %q", got)
+	for _, c := range []struct {
+		a, b float64
+		want string
+	}{{1, 2, "0.50×"}, {4, 9943, "0.0004×"}, {30, 2, "15×"}, {0, 0, "–"}, {1, 0, "∞"}} {
+		if got := ratioCell(c.a, c.b); got != c.want {
+			t.Errorf("ratioCell(%v, %v) = %q, want %q", c.a, c.b, got, c.want)
+		}
 	}
 }

@@ -243,11 +243,14 @@ func ratioCell(a, b float64) string {
 	case b == 0:
 		return "∞"
 	}
-	q := a / b
-	if q >= 10 {
+	switch q := a / b; {
+	case q >= 10:
 		return fmt.Sprintf("%.0f×", q)
+	case q < 0.01:
+		return fmt.Sprintf("%.1g×", q)
+	default:
+		return fmt.Sprintf("%.2f×", q)
 	}
-	return fmt.Sprintf("%.2f×", q)
 }
 
 // count formats v as a whole number with thousands separators.

@@ -352,12 +352,14 @@ func (l *Lock) end(err error) bool {
 	l.onEnd = nil
 	l.mu.Unlock()
 
+	// Contexts first: whoever sees Done closed also finds every context
+	// from Context and Do cancelled with the cause.
+	for _, f := range callbacks {
+		f(err)
+	}
 	if done != nil {
 		close(done)
 	}
 	l.client.leases.remove(l)
-	for _, f := range callbacks {
-		f(err)
-	}
 	return true
 }

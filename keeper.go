@@ -376,7 +376,7 @@ func (k *leaseKeeper) send(ctx context.Context, reqs []RenewRequest, timeout tim
 func (k *leaseKeeper) renew(batch []*Lock) {
 	sent := now()
 	stopping := k.ctx.Err() != nil
-	send := batch[:0]
+	sending := batch[:0] // in place: batch is the keeper's own
 	reqs := make([]RenewRequest, 0, len(batch))
 	latest := sent
 	timeout := MaxTTL
@@ -391,9 +391,9 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 		latest = latestOf(latest, l.deadline)
 		timeout = min(timeout, renewTimeout(l.autoRenew))
 		l.mu.Unlock()
-		send = append(send, l)
+		sending = append(sending, l)
 	}
-	if len(send) == 0 {
+	if len(sending) == 0 {
 		return
 	}
 	ctx, cancel := context.WithDeadline(k.ctx, earliest(latest, sent.Add(timeout)))
@@ -402,7 +402,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 	if err == nil && len(results) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d renewals", len(results), len(reqs))
 	}
-	for i, l := range send {
+	for i, l := range sending {
 		res := RenewResult{Err: err}
 		if err == nil {
 			res = results[i]
@@ -411,7 +411,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 	}
 	// Back on the schedule at their next renewal, a bounded number per hold
 	// of k.mu.
-	for chunk := range slices.Chunk(send, keeperChunk) {
+	for chunk := range slices.Chunk(sending, keeperChunk) {
 		poke := false
 		k.mu.Lock()
 		for _, l := range chunk {

@@ -410,3 +410,35 @@ func TestKeeperExpiryOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestKeeperRefreshMovesTheSchedule: a Refresh to a shorter lease moves the
+// lock's place in the schedule earlier: it is lost at the new deadline, not
+// the old one; a Refresh of a renewed lock moves its next renewal.
+func TestKeeperRefreshMovesTheSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		ctx := context.Background()
+		short := e.acquire("short", 10*time.Second) // deadline 9s
+		renewed := e.acquire("renewed", 10*time.Second, fencelock.WithAutoRenew(3*time.Second))
+		lostAt := make(chan time.Duration, 1)
+		go func() {
+			<-short.Done()
+			lostAt <- e.now()
+		}()
+		e.sleepUntil(100 * time.Millisecond)
+		if err := short.Refresh(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		e.sleepUntil(2 * time.Second)
+		if err := renewed.Refresh(ctx, 10*time.Second); err != nil { // next renewal at 5s, not 3s
+			t.Fatal(err)
+		}
+		if at := <-lostAt; at != time.Second {
+			t.Errorf("lost at %v, want 1s (the refreshed deadline)", at)
+		}
+		e.sleepUntil(5500 * time.Millisecond)
+		if got, want := fmtCalls(e.b.renewCalls()), []string{"100ms[short]", "2s[renewed]", "5s[renewed]"}; !slices.Equal(got, want) {
+			t.Errorf("renew calls %v, want %v", got, want)
+		}
+	})
+}

@@ -37,6 +37,7 @@ type Lock struct {
 	mu        sync.Mutex // guards the fields below; see lease.go for the lock order
 	renewing  bool       // a renewal (the keeper's or Refresh's) is in flight
 	releasing bool       // Release or Close has begun: no renewal starts any more
+	signalled bool       // end has run the whenEnded callbacks and closed Done
 	ttl       time.Duration
 	deadline  time.Time     // local lease deadline (lease.go)
 	nextRenew time.Time     // when automatic renewal is next due
@@ -111,8 +112,8 @@ func (l *Lock) isReleasing() bool {
 	return l.releasing
 }
 
-// closedChan is the Done channel of a nil *Lock, and of a Lock that ended
-// before Done was first called.
+// closedChan is the Done channel of a nil *Lock, and of a Lock whose end
+// was signalled before Done was first called.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Done returns a channel that is closed when the lock is released or lost.
@@ -127,7 +128,7 @@ func (l *Lock) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.done == nil {
-		if l.err != nil {
+		if l.signalled {
 			return closedChan
 		}
 		l.done = make(chan struct{})
@@ -348,15 +349,20 @@ func (l *Lock) end(err error) bool {
 		return false
 	}
 	l.err = err
-	callbacks, done := l.onEnd, l.done
+	callbacks := l.onEnd
 	l.onEnd = nil
 	l.mu.Unlock()
 
 	// Contexts first: whoever sees Done closed also finds every context
-	// from Context and Do cancelled with the cause.
+	// from Context and Do cancelled with the cause. (Done may be made
+	// meanwhile: it is read after the callbacks.)
 	for _, f := range callbacks {
 		f(err)
 	}
+	l.mu.Lock()
+	l.signalled = true
+	done := l.done
+	l.mu.Unlock()
 	if done != nil {
 		close(done)
 	}

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestQuickRun(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("FENCELOCK_REQUIRE_SERVERS") == "1" {
-			t.Fatal("redis-server not found and FENCELOCK_REQUIRE_SERVERS=1")
+			t.Fatal("redis-server not found and FENCELOCK_REQUIRE_SERVERS=1: install it (sudo apt-get install -y redis-server on Debian/Ubuntu, or ../../scripts/setup.sh)")
 		}
 		t.Skip("redis-server not found")
 	}

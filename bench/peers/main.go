@@ -7,6 +7,7 @@
 //	cd bench/peers && go run .            # the full run (about 11 minutes on 2 cores)
 //	cd bench/peers && go run . --quick    # shorter workloads (about 5 minutes)
 //	go run . --held 100000                # the held-locks workload with 100,000 locks
+//	go run . --from results.json          # redraw the table and plot of a run saved with --json
 //
 // Every measurement runs in worker processes of its own (this binary,
 // re-executed), one library at a time: the uncontended and one-process
@@ -87,6 +88,7 @@ type options struct {
 	loadWait                  time.Duration
 	quiet                     bool // no progress lines
 	profileDir                string
+	from                      string
 }
 
 // Workload parameters that are the same in every run.
@@ -109,7 +111,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rep, err := measure(o)
+	var rep *report
+	if o.from != "" {
+		rep, err = load(o.from)
+	} else {
+		rep, err = measure(o)
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -143,6 +150,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.maxLoad, "max-load", 0, "before each round, wait (up to --load-wait) until the 1-minute load average is below this (0: do not wait)")
 	fs.DurationVar(&o.loadWait, "load-wait", 10*time.Minute, "longest wait for --max-load, per round")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&o.from, "from", "", "measure nothing: print and write the tables and the plot of the run saved with --json in this file")
 	fs.StringVar(&o.profileDir, "cpuprofile", "", "write a CPU profile of every job's measured part to this directory (library-workload-round-process.pprof)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -377,6 +385,19 @@ func publish(o options, rep *report, w *os.File) error {
 		}
 	}
 	return nil
+}
+
+// load reads a report saved with --json.
+func load(path string) (*report, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, nil
 }
 
 // loadAverage returns the 1-minute load average (0 if unknown).

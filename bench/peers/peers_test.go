@@ -149,7 +149,7 @@ func TestFormat(t *testing.T) {
 	for _, c := range []struct {
 		a, b float64
 		want string
-	}{{1, 2, "0.50×"}, {4, 9943, "0.0004×"}, {30, 2, "15×"}, {0, 0, "–"}, {1, 0, "∞"}} {
+	}{{1, 2, "0.50×"}, {4, 9943, "0.0004×"}, {4, 100005, "0.00004×"}, {0, 3, "0×"}, {30, 2, "15×"}, {0, 0, "–"}, {1, 0, "∞"}} {
 		if got := ratioCell(c.a, c.b); got != c.want {
 			t.Errorf("ratioCell(%v, %v) = %q, want %q", c.a, c.b, got, c.want)
 		}

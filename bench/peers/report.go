@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -246,8 +247,10 @@ func ratioCell(a, b float64) string {
 	switch q := a / b; {
 	case q >= 10:
 		return fmt.Sprintf("%.0f×", q)
-	case q < 0.01:
-		return fmt.Sprintf("%.1g×", q)
+	case q == 0:
+		return "0×"
+	case q < 0.01: // one significant digit, never an exponent
+		return strconv.FormatFloat(q, 'f', -int(math.Floor(math.Log10(q))), 64) + "×"
 	default:
 		return fmt.Sprintf("%.2f×", q)
 	}

@@ -178,7 +178,7 @@ func percentilePanel(b *strings.Builder, r *report, x0, y0 int, workload, title 
 	if len(libs) == 0 || math.IsInf(lo, 0) {
 		return
 	}
-	e0, e1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	e0, e1 := math.Floor(math.Log10(lo)+1e-3), math.Ceil(math.Log10(hi)-1e-3)
 	if e1 <= e0 {
 		e1 = e0 + 1
 	}

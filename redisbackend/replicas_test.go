@@ -23,13 +23,33 @@ func masterWithReplica(t *testing.T) (*redis.Client, interface {
 }) {
 	t.Helper()
 	master := servertest.Redis(t)
-	replica := servertest.Redis(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port()))
 	rdb := redis.NewClient(&redis.Options{Addr: master.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
+	// Sync at once, not after Redis's default 5 s wait for more replicas.
+	if err := rdb.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	replica := servertest.Redis(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port()))
 	pollUntil(t, 30*time.Second, "the replica in sync", func() bool {
 		info, err := rdb.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	})
+	// "online" is not enough: after a diskless sync the master streams
+	// nothing to the replica, WAIT's GETACK included, until the replica's
+	// first REPLCONF ACK, which it sends up to a second later. Until then
+	// WAIT counts no replica (CI saw "0 of 1 replicas acknowledged"). Wait
+	// for a write the replica has acknowledged, on one connection as WAIT
+	// requires.
+	pollUntil(t, 30*time.Second, "the replica acknowledging writes", func() bool {
+		var wait *redis.IntCmd
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, "test:replica-ack-probe", "1", time.Second)
+			wait = redis.NewIntCmd(ctx, "WAIT", 1, 200)
+			_ = p.Process(ctx, wait)
+			return nil
+		})
+		return err == nil && wait.Val() == 1
 	})
 	return rdb, replica
 }

@@ -55,6 +55,11 @@ var (
 
 	// ErrInvalidArgument is matched by every *InvalidArgumentError.
 	ErrInvalidArgument = errors.New("fencelock: invalid argument")
+
+	// ErrUnsupported means the Client's backend lacks a capability the call
+	// needs (such as the line of waiters of WithFairness); the error names
+	// it. The package documentation lists which backend supports what.
+	ErrUnsupported = errors.New("fencelock: not supported by the backend")
 )
 
 // InvalidArgumentError reports a bad argument by name and value. It matches

@@ -103,7 +103,13 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	sent := now()
 	deadline := c.leaseEnd(sent, req.TTL)
 	actx, cancel := context.WithDeadlineCause(ctx, deadline, errReplyTooLate)
-	res, err := c.backend.Acquire(actx, req)
+	var res AcquireResult
+	var err error
+	if cfg.fair {
+		res, err = c.fairAttempt(actx, req, cfg.waitSet && cfg.wait == 0)
+	} else {
+		res, err = c.backend.Acquire(actx, req)
+	}
 	cancel()
 	tooLate := func() error {
 		within := fmt.Sprintf("within %v (the ttl %v less the safety margin)", c.localLease(req.TTL), req.TTL)

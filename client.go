@@ -16,6 +16,7 @@ import (
 type Client struct {
 	backend  Backend
 	notifier ReleaseNotifier // nil when the backend has no release notifications
+	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
 	cfg      clientConfig
 	log      *slog.Logger
 
@@ -50,6 +51,7 @@ func New(b Backend, opts ...Option) *Client {
 	}
 	c := &Client{backend: b, cfg: cfg, log: cfg.logger}
 	c.notifier, _ = b.(ReleaseNotifier)
+	c.fair, _ = b.(FairBackend)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.idle = sync.NewCond(&c.ops.mu)
 	c.leases = newLeaseKeeper(c)

@@ -113,6 +113,9 @@ type acquireConfig struct {
 	retry          RetryStrategy
 	maxFailures    int // consecutive failed attempts before giving up; 0: no limit
 	maxFailuresSet bool
+	maxHold        time.Duration // WithMaxHold (maxhold.go); 0: no bound
+	maxHoldSet     bool
+	fair           bool // WithFairness: wait in the server's line (fair.go)
 }
 
 // DefaultMaxFailures is how many consecutive failed attempts (the backend
@@ -195,6 +198,9 @@ func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOpt
 	}
 	if cfg.retry == nil {
 		return cfg, invalid("WithRetry strategy", nil, "must not be nil")
+	}
+	if err := c.checkFair(cfg); err != nil {
+		return cfg, err
 	}
 	if v, ok := cfg.retry.(interface{ validate() error }); ok {
 		if err := v.validate(); err != nil {

@@ -74,7 +74,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 				// before it lapses, rather than after a backoff.
 				continue
 			}
-			if w.place == nil {
+			if w.place == nil && !cfg.fair { // a fair waiter's line is the server's
 				w.place = c.queues.join(req.Key)
 				if w.place.turnTaken = w.place.isHead(); !w.place.turnTaken {
 					continue // wait for our turn, then attempt
@@ -143,7 +143,7 @@ func (w *waiter) hasDeadline() bool {
 // single attempt does not wait at all.
 func (w *waiter) linesUp() bool {
 	_, reentrant := OwnerFromContext(w.parent)
-	return !reentrant && !w.singleAttempt()
+	return !reentrant && !w.singleAttempt() && !w.cfg.fair
 }
 
 // awaitTurn waits until the call is at the head of its line (at once when it
@@ -212,10 +212,18 @@ func (w *waiter) over() bool {
 // subscribe starts watching for releases, the first time the lock is found
 // held. It reports whether it did so just now.
 func (w *waiter) subscribe() bool {
-	if w.watch != nil || w.watchFailed || w.c.notifier == nil {
+	var watch *Watch
+	var err error
+	switch {
+	case w.watch != nil || w.watchFailed:
+		return false
+	case w.cfg.fair:
+		watch, err = w.c.fair.WatchTurn(w.ctx, w.req.Namespace, w.req.Key, w.req.Token)
+	case w.c.notifier != nil:
+		watch, err = w.c.notifier.WatchReleases(w.ctx, w.req.Namespace, w.req.Key)
+	default:
 		return false
 	}
-	watch, err := w.c.notifier.WatchReleases(w.ctx, w.req.Namespace, w.req.Key)
 	if err != nil {
 		w.watchFailed = true
 		w.c.log.Debug("fencelock: release notifications unavailable; polling", "key", w.req.Key, "error", err)
@@ -244,6 +252,9 @@ func (w *waiter) sleep() bool {
 	if w.holderTTL > 0 && w.holderTTL < delay {
 		delay = w.holderTTL
 	}
+	if w.cfg.fair {
+		delay = min(delay, fairRenewPlace) // keep the place in line
+	}
 	if w.timer == nil {
 		w.timer = time.NewTimer(delay)
 	} else {
@@ -266,10 +277,16 @@ func (w *waiter) sleep() bool {
 // lock was held by someone else (NotAcquiredError), or the backend could not
 // be reached (UnavailableError).
 func (w *waiter) giveUp() error {
-	if w.ambiguous {
+	switch {
+	case w.ambiguous:
 		// An attempt may have taken the lock although no reply said so:
 		// release it, and have the backend refuse a copy still on its way.
+		// (The release also takes a fair waiter out of the line.)
 		w.c.releaser.add(ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+	case w.cfg.fair && w.attempts > 0 && !w.singleAttempt():
+		// Leave the line at once, rather than hold it up until the
+		// place lapses.
+		w.c.releaser.add(ReleaseRequest{LockRef: w.req.LockRef}, FairPlaceLease)
 	}
 	var cause error
 	switch {

@@ -117,28 +117,19 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	}
 	k := keysFor(req.Namespace, req.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
-		var res fencelock.AcquireResult
+		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
 		args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
 		var vals []int64
 		var err error
 		if b.ack != nil {
-			vals, err = b.acquireAcked(ctx, k, req, args)
+			vals, err = b.acquireAcked(ctx, acquireScript, keys, k, req, args)
 		} else {
-			vals, err = b.pipe.run(ctx, acquireScript, []string{k.lock, k.fence, k.tombstone(req.Token)}, args...).Int64Slice()
+			vals, err = b.pipe.run(ctx, acquireScript, keys, args...).Int64Slice()
 		}
 		if err != nil {
-			return res, classify(err)
+			return fencelock.AcquireResult{}, classify(err)
 		}
-		if len(vals) < 3 {
-			return res, fmt.Errorf("redisbackend: acquire script returned %v", vals)
-		}
-		res.Acquired, res.Fence, res.Holds = vals[0] == 1, vals[1], int(vals[2])
-		if !res.Acquired && len(vals) > 3 && vals[3] >= 0 {
-			// 0 means the lease ends within the millisecond: retry then,
-			// not after a whole backoff.
-			res.HolderTTL = max(time.Duration(vals[3])*time.Millisecond, time.Millisecond)
-		}
-		return res, nil
+		return acquireResult(vals)
 	})
 }
 
@@ -157,7 +148,7 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	}
 	k := keysFor(req.Namespace, req.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
-		left, err := b.pipe.run(ctx, releaseScript, []string{k.lock, k.tombstone(req.Token)},
+		left, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token),
 			req.Token, k.channel, ms(max(req.Tombstone, 0))).Int64()
 		if err != nil {
 			return fencelock.ReleaseResult{}, classify(err)

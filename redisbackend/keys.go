@@ -23,7 +23,16 @@ import (
 //	NS:{KEY}:tombstone:TOK  string, expiring: acquires with token TOK are
 //	                        refused (its client gave up an acquire whose
 //	                        reply was lost; a late copy must not take the lock)
+//	NS:{KEY}:queue          sorted set, the line of fair waiters
+//	                        (fencelock.WithFairness): member = the waiter's
+//	                        token, score = its arrival number
+//	NS:{KEY}:queue:ends     hash: for each waiter in the line, the server
+//	                        time (Unix ms) at which its place lapses unless
+//	                        renewed; field "#seq" = the last arrival number.
+//	                        Both expire with the longest place.
 //	NS:{KEY}:released       pub/sub channel: a message when the lock is freed
+//	                        ("released"), or when a fair waiter's turn has
+//	                        come ("next:TOKEN")
 //
 // The braces are a Redis Cluster hash tag: the lock's keys live in one slot,
 // so each script touches one node. With an empty namespace the keys start at
@@ -70,4 +79,13 @@ func keysFor(namespace, key string) lockKeys {
 // tombstone is the name of the tombstone of token.
 func (k lockKeys) tombstone(token string) string {
 	return k.base + ":tombstone:" + token
+}
+
+// queue and queueEnds are the line of fair waiters (fair.go).
+func (k lockKeys) queue() string     { return k.base + ":queue" }
+func (k lockKeys) queueEnds() string { return k.base + ":queue:ends" }
+
+// releaseKeys are the KEYS of the release script for token.
+func (k lockKeys) releaseKeys(token string) []string {
+	return []string{k.lock, k.tombstone(token), k.queue(), k.queueEnds()}
 }

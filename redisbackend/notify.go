@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +42,7 @@ type notifier struct {
 
 // channel is the state of one release channel.
 type channel struct {
-	watchers   map[chan struct{}]struct{}
+	watchers   map[chan struct{}]string // wake-up channel → the fair waiter's token, or "" for any release
 	subscribed bool          // SUBSCRIBE sent (and no UNSUBSCRIBE since)
 	pending    int           // SUBSCRIBEs sent whose confirmation has not come back
 	ready      chan struct{} // closed once the latest SUBSCRIBE is confirmed
@@ -63,6 +64,14 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 // confirmed, ctx ends, or the ready timeout passes (the waiter then relies
 // on its timer until messages flow).
 func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, error) {
+	return n.watchFor(ctx, name, "")
+}
+
+// watchFor is watch for a fair waiter with token: it is woken by messages
+// that name it ("next:TOKEN") and by plain "released" ones (the line was
+// empty: its place may have lapsed), not by those that name another waiter.
+// Plain waiters (token "") are woken by every message but those.
+func (n *notifier) watchFor(ctx context.Context, name, token string) (*fencelock.Watch, error) {
 	wake := make(chan struct{}, 1)
 
 	n.mu.Lock()
@@ -78,10 +87,10 @@ func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, er
 	}
 	ch := n.channels[name]
 	if ch == nil {
-		ch = &channel{watchers: map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+		ch = &channel{watchers: map[chan struct{}]string{}, ready: make(chan struct{})}
 		n.channels[name] = ch
 	}
-	ch.watchers[wake] = struct{}{}
+	ch.watchers[wake] = token
 	ready := ch.ready
 	n.markDirty(name)
 	n.mu.Unlock()
@@ -233,7 +242,7 @@ func (n *notifier) receive(ps *redis.PubSub) {
 				n.confirm(m.Channel)
 			}
 		case *redis.Message:
-			n.wake(m.Channel)
+			n.wake(m.Channel, m.Payload)
 		}
 	}
 }
@@ -259,12 +268,18 @@ func (n *notifier) confirm(name string) {
 	}
 }
 
-func (n *notifier) wake(name string) {
+// wake delivers a release message: "next:TOKEN" to the fair waiter with
+// that token only (a wake-up for nobody else: the lock is that waiter's),
+// anything else ("released") to every waiter.
+func (n *notifier) wake(name, payload string) {
+	next, addressed := strings.CutPrefix(payload, "next:")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if ch := n.channels[name]; ch != nil {
-		for w := range ch.watchers {
-			notify(w)
+		for w, token := range ch.watchers {
+			if !addressed || token == next {
+				notify(w)
+			}
 		}
 	}
 }

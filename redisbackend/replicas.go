@@ -108,10 +108,10 @@ func (b *Backend) runAcked(ctx context.Context, s script, keys []string, args ..
 	return cmd, acks, err
 }
 
-// acquireAcked runs the acquire script with replica acknowledgement. An
+// acquireAcked runs an acquire script with replica acknowledgement. An
 // acquisition too few replicas acknowledged is released again at once.
-func (b *Backend) acquireAcked(ctx context.Context, k lockKeys, req fencelock.AcquireRequest, args []any) ([]int64, error) {
-	cmd, acks, err := b.runAcked(ctx, acquireScript, []string{k.lock, k.fence, k.tombstone(req.Token)}, args...)
+func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k lockKeys, req fencelock.AcquireRequest, args []any) ([]int64, error) {
+	cmd, acks, err := b.runAcked(ctx, s, keys, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (b *Backend) acquireAcked(ctx context.Context, k lockKeys, req fencelock.Ac
 	}
 	// Held, but a failover now could lose it: undo it. A retry of the same
 	// token later starts from scratch.
-	if _, err := b.pipe.run(ctx, releaseScript, []string{k.lock, k.tombstone(req.Token)}, req.Token, k.channel, 0).Int64(); err != nil {
+	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0).Int64(); err != nil {
 		return nil, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
 	}
 	return nil, b.ack.notReplicated(acks)

@@ -71,6 +71,65 @@ local function prune(lock, now)
   end
   return live, latest
 end
+
+-- current_holder returns the owner of lock (false when it is free, after
+-- deleting it if every hold lapsed), its live holds and their latest end.
+local function current_holder(lock, now)
+  local holder = redis.call('HGET', lock, 'owner')
+  if not holder then
+    return false, 0, 0
+  end
+  local live, latest = prune(lock, now)
+  if live == 0 then
+    redis.call('DEL', lock)
+    return false, 0, 0
+  end
+  return holder, live, latest
+end
+
+-- mint_fence returns a new fencing token for a lock whose counter is
+-- counter: one more than the last one, but at least the server's clock in
+-- microseconds and above the client's floor. Usually the clock is ahead of
+-- the counter: one GETSET. When the counter is ahead (a clock stepped
+-- back), a second write corrects it.
+local function mint_fence(counter, nowUs, floor, counterTTL)
+  local fence = math.max(nowUs, floor + 1)
+  local last = tonumber(redis.call('GETSET', counter, string.format('%d', fence)) or 0)
+  if last >= fence then
+    fence = last + 1
+    redis.call('SET', counter, string.format('%d', fence))
+  end
+  if counterTTL > 0 then
+    redis.call('PEXPIRE', counter, counterTTL)
+  end
+  return fence
+end
+
+-- take gives the free lock to owner's new hold (field hold) with a new
+-- fence, and returns the acquire script's reply.
+local function take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL)
+  local fence = mint_fence(counter, nowUs, floor, counterTTL)
+  local now = math.floor(nowUs / 1000)
+  redis.call('HSET', lock, 'owner', owner, 'fence', string.format('%d', fence), hold, string.format('%d', now + ttl))
+  redis.call('PEXPIRE', lock, ttl)
+  return {1, fence, 1}
+end
+
+-- reenter adds the hold of token (field hold) to a lock its owner already
+-- holds (live holds ending at latest the latest) and returns the acquire
+-- script's reply. A token that already has a live hold is a retry of an
+-- acquire whose reply was lost: its lease starts again, and no hold is
+-- added.
+local function reenter(lock, hold, now, ttl, live, latest)
+  local fence = tonumber(redis.call('HGET', lock, 'fence'))
+  if redis.call('HSET', lock, hold, string.format('%d', now + ttl)) == 1 then
+    live = live + 1
+  end
+  if now + ttl > latest then
+    redis.call('PEXPIRE', lock, ttl)
+  end
+  return {1, fence, live}
+end
 `
 
 // acquireScript takes a free lock, re-enters a lock held by the same owner,
@@ -92,15 +151,7 @@ local owner, hold, ttl, counterTTL, floor = ARGV[1], 't:' .. ARGV[2], tonumber(A
 
 local nowUs = now_us()
 local now = math.floor(nowUs / 1000)
-local holder = redis.call('HGET', lock, 'owner')
-local live, latest = 0, 0
-if holder then
-  live, latest = prune(lock, now)
-  if live == 0 then
-    redis.call('DEL', lock)
-    holder = false
-  end
-end
+local holder, live, latest = current_holder(lock, now)
 
 if redis.call('EXISTS', tombstone) == 1 then
   -- A late copy of an acquire that its client gave up and released.
@@ -109,33 +160,11 @@ if redis.call('EXISTS', tombstone) == 1 then
 end
 
 if not holder then
-  -- Usually the clock is ahead of the counter: one GETSET. When the
-  -- counter is ahead (a clock stepped back), a second write corrects it.
-  local fence = math.max(nowUs, floor + 1)
-  local last = tonumber(redis.call('GETSET', counter, string.format('%d', fence)) or 0)
-  if last >= fence then
-    fence = last + 1
-    redis.call('SET', counter, string.format('%d', fence))
-  end
-  if counterTTL > 0 then
-    redis.call('PEXPIRE', counter, counterTTL)
-  end
-  redis.call('HSET', lock, 'owner', owner, 'fence', string.format('%d', fence), hold, string.format('%d', now + ttl))
-  redis.call('PEXPIRE', lock, ttl)
-  return {1, fence, 1}
+  return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL)
 end
 
 if holder == owner then
-  local fence = tonumber(redis.call('HGET', lock, 'fence'))
-  -- A token that already has a live hold is a retry of an acquire whose
-  -- reply was lost: its lease starts again, and no hold is added.
-  if redis.call('HSET', lock, hold, string.format('%d', now + ttl)) == 1 then
-    live = live + 1
-  end
-  if now + ttl > latest then
-    redis.call('PEXPIRE', lock, ttl)
-  end
-  return {1, fence, live}
+  return reenter(lock, hold, now, ttl, live, latest)
 end
 
 -- Someone waits: the release that frees the lock must publish.
@@ -145,20 +174,35 @@ return {0, 0, 0, latest - now}
 
 // releaseScript drops one hold, if the lock has it and its lease is running;
 // the last hold deletes the lock and, if an acquire found it held meanwhile,
-// wakes waiters. With a tombstone time, it first records that acquires with
-// this token must be refused. One read of the hash serves the whole script:
-// uncontended, it runs HGETALL, TIME and DEL.
+// wakes waiters: the first of the line of fair waiters if there is one
+// ("next:TOKEN"), every waiter otherwise ("released"). A token that holds
+// nothing but has a place in the line leaves the line (a fair waiter gave
+// up), waking the next one if the lock is free. With a tombstone time, it
+// first records that acquires with this token must be refused. One read of
+// the hash serves the whole script: uncontended, it runs HGETALL, TIME and
+// DEL.
 //
-//	KEYS: lock, tombstone    ARGV: token, channel, tombstone (ms, 0: none)
+//	KEYS: lock, tombstone, queue, queue ends    ARGV: token, channel, tombstone (ms, 0: none)
 //	returns the live holds left, or -1 when the lock did not have this hold.
-var releaseScript = newScript(holdsOf + `
-local lock, tombstone = KEYS[1], KEYS[2]
-local hold, channel, tombstoneMs = 't:' .. ARGV[1], ARGV[2], tonumber(ARGV[3])
+var releaseScript = newScript(holdsOf + queueFunctions + `
+local lock, tombstone, queue, queueEnds = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, channel, tombstoneMs = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local hold = 't:' .. token
 if tombstoneMs > 0 then
   redis.call('SET', tombstone, '1', 'PX', tombstoneMs)
 end
 local ends, others, waited = holds_of(lock, hold)
 if not ends then
+  if leave_line(queue, queueEnds, token) then
+    local now = now_ms()
+    local held = false
+    for i = 2, #others, 2 do
+      if others[i] > now then held = true end
+    end
+    if not held then
+      wake_next(queue, queueEnds, channel, now, false)
+    end
+  end
   return -1
 end
 local now = now_ms()
@@ -174,7 +218,7 @@ end
 if live == 0 then
   redis.call('DEL', lock)
   if waited then
-    redis.call('PUBLISH', channel, 'released')
+    wake_next(queue, queueEnds, channel, now, true)
   end
 else
   redis.call('HDEL', lock, unpack(drop))

@@ -58,8 +58,9 @@ type library struct {
 }
 
 const (
-	fencelockName   = "fencelock"
-	fencelockDoName = "fencelock-Do"
+	fencelockName     = "fencelock"
+	fencelockDoName   = "fencelock-Do"
+	fencelockFairName = "fencelock-fair"
 )
 
 // Peers' waiting settings. The peers' defaults poll far more slowly (redsync
@@ -89,6 +90,13 @@ var libraries = []library{
 			"while fn runs (Do's default), release",
 		connect: newFencelockDo,
 		noHeld:  true, // Do holds a lock only while fn runs: the held-locks workload is WithAutoRenew's
+	},
+	{
+		name: fencelockFairName,
+		settings: "Client.Acquire(ctx, key, ttl, WithFairness()) with the request context, Lock.Release(ctx): " +
+			"one line of waiters on the server for every process, each release wakes the next waiter only",
+		connect: newFencelockFair,
+		noHeld:  true, // fairness changes waiting only: the held-locks workload is WithAutoRenew's
 	},
 	{
 		name: "redsync",
@@ -132,7 +140,9 @@ func libraryByName(name string) (library, bool) {
 }
 
 // isFencelock reports whether name is fencelock or a variant of it.
-func isFencelock(name string) bool { return name == fencelockName || name == fencelockDoName }
+func isFencelock(name string) bool {
+	return name == fencelockName || name == fencelockDoName || name == fencelockFairName
+}
 
 // errNotHeld is returned by a release that found the lock gone.
 var errNotHeld = errors.New("release: lock was not held")
@@ -162,7 +172,8 @@ type fencelockLocker struct {
 	rdb    *redis.Client
 	client *fencelock.Client
 	ttl    time.Duration
-	do     bool // cycle through Client.Do instead of Acquire + Release
+	do     bool                      // cycle through Client.Do instead of Acquire + Release
+	opts   []fencelock.AcquireOption // of every cycle's acquire
 }
 
 func newFencelock(addr string, ttl, _ time.Duration) (locker, error) {
@@ -179,14 +190,23 @@ func newFencelockDo(addr string, ttl, renew time.Duration) (locker, error) {
 	return l, nil
 }
 
+func newFencelockFair(addr string, ttl, renew time.Duration) (locker, error) {
+	l, err := newFencelock(addr, ttl, renew)
+	if err != nil {
+		return nil, err
+	}
+	l.(*fencelockLocker).opts = []fencelock.AcquireOption{fencelock.WithFairness()}
+	return l, nil
+}
+
 func (l *fencelockLocker) cycle(ctx context.Context, key string, inside func()) error {
 	if l.do {
 		return l.client.Do(ctx, key, l.ttl, func(context.Context, *fencelock.Lock) error {
 			inside()
 			return nil
-		})
+		}, l.opts...)
 	}
-	lk, err := l.client.Acquire(ctx, key, l.ttl)
+	lk, err := l.client.Acquire(ctx, key, l.ttl, l.opts...)
 	if err != nil {
 		return err
 	}

@@ -25,11 +25,12 @@ const (
 )
 
 var palette = map[string]string{
-	fencelockName:   "#1f5fbf",
-	fencelockDoName: "#7fa8e6",
-	"redsync":       "#d62728",
-	"redislock":     "#ff8c1a",
-	"rueidislock":   "#2ca02c",
+	fencelockName:     "#1f5fbf",
+	fencelockDoName:   "#7fa8e6",
+	fencelockFairName: "#0b3d91",
+	"redsync":         "#d62728",
+	"redislock":       "#ff8c1a",
+	"rueidislock":     "#2ca02c",
 }
 
 func colour(lib string) string {

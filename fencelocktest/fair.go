@@ -1,0 +1,166 @@
+package fencelocktest
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The checks of fencelock.FairBackend (the line of waiters of
+// WithFairness). A backend without it has them skipped, with the reason.
+func init() {
+	checks = append(checks, []struct {
+		name string
+		run  func(ctx context.Context, s *suite)
+	}{
+		{"FairLineOrder", fairCheck(fairLineOrder)},
+		{"FairSingleAttemptDoesNotJoin", fairCheck(fairSingleAttemptDoesNotJoin)},
+		{"FairReleaseLeavesLine", fairCheck(fairReleaseLeavesLine)},
+		{"FairPlaceLapses", fairCheck(fairPlaceLapses)},
+		{"FairReentryDoesNotWait", fairCheck(fairReentryDoesNotWait)},
+		{"FairTurnIsNotified", fairCheck(fairTurnIsNotified)},
+	}...)
+}
+
+// fairCheck runs check with the backend's FairBackend, or skips it.
+func fairCheck(check func(ctx context.Context, s *suite, fb fencelock.FairBackend)) func(ctx context.Context, s *suite) {
+	return func(ctx context.Context, s *suite) {
+		fb, ok := s.b.(fencelock.FairBackend)
+		if !ok {
+			s.t.Skipf("%T does not implement fencelock.FairBackend (WithFairness): nothing to check", s.b)
+		}
+		check(ctx, s, fb)
+	}
+}
+
+// fairAcquire makes one fair attempt for token, joining the line (or
+// keeping its place) for place.
+func (s *suite) fairAcquire(ctx context.Context, fb fencelock.FairBackend, key, token string, ttl, place time.Duration) fencelock.AcquireResult {
+	s.t.Helper()
+	req := fencelock.AcquireRequest{LockRef: s.ref(key, token), Owner: token, TTL: ttl}
+	res, err := fb.AcquireFair(ctx, req, place)
+	if err != nil {
+		s.t.Fatalf("AcquireFair(%s, token %s, place %v): %v", key, token, place, err)
+	}
+	return res
+}
+
+// The free lock goes to the waiters in the order they joined the line, and
+// every fence is above the one before.
+func fairLineOrder(ctx context.Context, s *suite, fb fencelock.FairBackend) {
+	const ttl, place = 10 * time.Second, 30 * time.Second
+	last := s.fairAcquire(ctx, fb, "k", "holder", ttl, place)
+	if !last.Acquired {
+		s.t.Fatalf("fair acquire of a free lock with an empty line: %+v, want acquired", last)
+	}
+	waiters := []string{"w1", "w2", "w3"}
+	for _, w := range waiters {
+		if res := s.fairAcquire(ctx, fb, "k", w, ttl, place); res.Acquired || res.HolderTTL <= 0 {
+			s.t.Fatalf("%s while the lock is held: %+v, want refused with the holder's lease", w, res)
+		}
+	}
+	s.release(ctx, "k", "holder")
+	for i, w := range waiters {
+		for _, later := range waiters[i+1:] {
+			if res := s.fairAcquire(ctx, fb, "k", later, ttl, place); res.Acquired {
+				s.t.Fatalf("%s took the free lock while %s was ahead of it in line", later, w)
+			} else if res.HolderTTL <= 0 || res.HolderTTL > place {
+				s.t.Fatalf("%s refused with HolderTTL %v, want the first waiter's place (at most %v)", later, res.HolderTTL, place)
+			}
+		}
+		res := s.fairAcquire(ctx, fb, "k", w, ttl, place)
+		if !res.Acquired || res.Fence <= last.Fence {
+			s.t.Fatalf("%s, first in line: %+v, want acquired with a fence above %d", w, res, last.Fence)
+		}
+		last = res
+		s.release(ctx, "k", w)
+	}
+	// The line is empty again: anyone takes the free lock.
+	if res := s.fairAcquire(ctx, fb, "k", "late", ttl, place); !res.Acquired {
+		s.t.Fatalf("fair acquire after the line emptied: %+v, want acquired", res)
+	}
+}
+
+// A single attempt (place 0) neither joins the line nor jumps it.
+func fairSingleAttemptDoesNotJoin(ctx context.Context, s *suite, fb fencelock.FairBackend) {
+	const ttl = 10 * time.Second
+	s.fairAcquire(ctx, fb, "k", "holder", ttl, 0)
+	if res := s.fairAcquire(ctx, fb, "k", "try", ttl, 0); res.Acquired {
+		s.t.Fatal("a single attempt took a held lock")
+	}
+	s.fairAcquire(ctx, fb, "k", "waiter", ttl, 30*time.Second)
+	s.release(ctx, "k", "holder")
+	if res := s.fairAcquire(ctx, fb, "k", "try", ttl, 0); res.Acquired {
+		s.t.Fatal("a single attempt took the free lock ahead of a waiter in line")
+	}
+	if res := s.fairAcquire(ctx, fb, "k", "waiter", ttl, 30*time.Second); !res.Acquired {
+		s.t.Fatalf("the waiter, first in line after a single attempt: %+v, want acquired (the attempt must not join ahead)", res)
+	}
+}
+
+// Release of a token that waits in line (holding nothing) removes its place.
+func fairReleaseLeavesLine(ctx context.Context, s *suite, fb fencelock.FairBackend) {
+	const ttl, place = 10 * time.Second, 30 * time.Second
+	s.fairAcquire(ctx, fb, "k", "holder", ttl, place)
+	s.fairAcquire(ctx, fb, "k", "quitter", ttl, place)
+	s.fairAcquire(ctx, fb, "k", "next", ttl, place)
+	if rel := s.release(ctx, "k", "quitter"); rel.Held {
+		s.t.Fatalf("release of a waiter's token: %+v, want not held", rel)
+	}
+	s.release(ctx, "k", "holder")
+	if res := s.fairAcquire(ctx, fb, "k", "next", ttl, place); !res.Acquired {
+		s.t.Fatalf("the waiter behind one that left: %+v, want acquired at once", res)
+	}
+}
+
+// A place whose lease ends is dropped: the waiter behind it gets the lock
+// without the first one coming back.
+func fairPlaceLapses(ctx context.Context, s *suite, fb fencelock.FairBackend) {
+	const ttl, short = 10 * time.Second, 300 * time.Millisecond
+	s.fairAcquire(ctx, fb, "k", "holder", ttl, short)
+	s.fairAcquire(ctx, fb, "k", "gone", ttl, short) // never comes back
+	s.fairAcquire(ctx, fb, "k", "next", ttl, 30*time.Second)
+	s.release(ctx, "k", "holder")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := s.fairAcquire(ctx, fb, "k", "next", ttl, 30*time.Second)
+		if res.Acquired {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the lock was still refused %v after the first waiter's place of %v", 10*time.Second, short)
+		}
+		time.Sleep(min(max(res.HolderTTL, time.Millisecond), 100*time.Millisecond))
+	}
+}
+
+// Re-entry by the owner does not wait behind the line.
+func fairReentryDoesNotWait(ctx context.Context, s *suite, fb fencelock.FairBackend) {
+	const ttl = 10 * time.Second
+	outer := s.acquire(ctx, "k", "a", "owner", ttl)
+	s.fairAcquire(ctx, fb, "k", "waiter", ttl, 30*time.Second)
+	req := fencelock.AcquireRequest{LockRef: s.ref("k", "b"), Owner: "owner", TTL: ttl}
+	inner, err := fb.AcquireFair(ctx, req, 30*time.Second)
+	if err != nil || !inner.Acquired || inner.Fence != outer.Fence || inner.Holds != 2 {
+		s.t.Fatalf("fair re-entry with a waiter in line: %+v %v, want acquired with fence %d and 2 holds", inner, err, outer.Fence)
+	}
+}
+
+// The first waiter in line is told when the lock is released.
+func fairTurnIsNotified(ctx context.Context, s *suite, fb fencelock.FairBackend) {
+	const ttl, place = 10 * time.Second, 30 * time.Second
+	s.fairAcquire(ctx, fb, "k", "holder", ttl, place)
+	s.fairAcquire(ctx, fb, "k", "first", ttl, place)
+	w, err := fb.WatchTurn(ctx, s.ns, "k", "first")
+	if err != nil {
+		s.t.Fatalf("WatchTurn: %v", err)
+	}
+	defer w.Stop()
+	s.release(ctx, "k", "holder")
+	select {
+	case <-w.C:
+	case <-time.After(10 * time.Second):
+		s.t.Fatalf("no notification within %v of the release, for the waiter first in line", 10*time.Second)
+	}
+}

@@ -1,0 +1,189 @@
+package redisbackend
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The line of fair waiters (fencelock.WithFairness) lives on the server, so
+// that it is one line across every process: a sorted set of waiter tokens
+// by arrival, and a hash of the moment (server ms) each place lapses unless
+// its waiter renews it (keys.go). A waiter that crashed or was paused keeps
+// the line waiting for the rest of its place's lease at most.
+
+// queueFunctions are the Lua helpers of the line, shared by the fair acquire
+// script and the release script.
+const queueFunctions = `
+-- queue_head drops the places at the head of the line that lapsed by now
+-- (ms) and returns the first live one: its token and the end of its place;
+-- nil when the line is empty (its keys are then deleted).
+local function queue_head(queue, queueEnds, now)
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      redis.call('DEL', queueEnds)
+      return nil, 0
+    end
+    local ends = tonumber(redis.call('HGET', queueEnds, head) or '0')
+    if ends > now then
+      return head, ends
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', queueEnds, head)
+  end
+end
+
+-- leave_line removes token's place, and reports whether it had one.
+local function leave_line(queue, queueEnds, token)
+  if redis.call('ZREM', queue, token) == 0 then
+    return false
+  end
+  redis.call('HDEL', queueEnds, token)
+  return true
+end
+
+-- wake_next tells the first live waiter of the line that its turn has come
+-- ("next:TOKEN"); with an empty line and anyone set, it tells every waiter
+-- that the lock is free ("released").
+local function wake_next(queue, queueEnds, channel, now, anyone)
+  local head = queue_head(queue, queueEnds, now)
+  if head then
+    redis.call('PUBLISH', channel, 'next:' .. head)
+  elseif anyone then
+    redis.call('PUBLISH', channel, 'released')
+  end
+end
+`
+
+// fairAcquireScript is acquireScript for a waiter in the line: the free lock
+// goes to the first live waiter of the line (or to anyone when the line is
+// empty). A refused waiter joins the line, or renews its place, for place
+// ms (0: it does not join, as for TryAcquire). Re-entry by the owner does
+// not wait in line.
+//
+//	KEYS: lock, fence counter, tombstone, queue, queue ends
+//	ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor, place (ms), channel
+//	returns {1, fence, holds} when held; when not, {0, 0, 0, ms until the
+//	holder's lease or the first waiter's place ends, or -1}.
+var fairAcquireScript = newScript(prelude + queueFunctions + `
+local lock, counter, tombstone, queue, queueEnds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local owner, token, ttl, counterTTL, floor = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local place, channel = tonumber(ARGV[6]), ARGV[7]
+local hold = 't:' .. token
+
+local nowUs = now_us()
+local now = math.floor(nowUs / 1000)
+local holder, live, latest = current_holder(lock, now)
+
+if redis.call('EXISTS', tombstone) == 1 then
+  -- A late copy of an acquire that its client gave up and released.
+  leave_line(queue, queueEnds, token)
+  if holder then return {0, 0, 0, latest - now} end
+  return {0, 0, 0, -1}
+end
+
+if holder and holder == owner then
+  return reenter(lock, hold, now, ttl, live, latest)
+end
+
+local head, headEnds = queue_head(queue, queueEnds, now)
+if not holder and (not head or head == token) then
+  local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL)
+  if head then
+    leave_line(queue, queueEnds, token)
+    if redis.call('EXISTS', queue) == 1 then
+      -- Others wait in line: this hold's release must wake the next.
+      redis.call('HSET', lock, 'waited', '1')
+    else
+      redis.call('DEL', queueEnds)
+    end
+  end
+  return reply
+end
+
+if place > 0 then
+  if not redis.call('ZSCORE', queue, token) then
+    redis.call('ZADD', queue, redis.call('HINCRBY', queueEnds, '#seq', 1), token)
+  end
+  redis.call('HSET', queueEnds, token, string.format('%d', now + place))
+  if redis.call('PTTL', queue) < place then
+    redis.call('PEXPIRE', queue, place)
+    redis.call('PEXPIRE', queueEnds, place)
+  end
+end
+
+if holder then
+  -- Someone waits: the release that frees the lock must wake the line.
+  redis.call('HSET', lock, 'waited', '1')
+  return {0, 0, 0, latest - now}
+end
+-- Free, and another waiter's turn: remind it, in case the message that
+-- told it was lost (it also comes back on its own before its place lapses).
+redis.call('PUBLISH', channel, 'next:' .. head)
+return {0, 0, 0, headEnds - now}
+`)
+
+var _ fencelock.FairBackend = (*Backend)(nil)
+
+// AcquireFair implements fencelock.FairBackend: Acquire for a waiter in the
+// lock's line of fair waiters, kept on the server.
+func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, place time.Duration) (fencelock.AcquireResult, error) {
+	if b.optErr != nil {
+		return fencelock.AcquireResult{}, b.optErr
+	}
+	if err := checkNames(req.Namespace, req.Key); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	if err := checkLease("ttl", req.TTL); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	if place != 0 {
+		if err := checkLease("place", place); err != nil {
+			return fencelock.AcquireResult{}, err
+		}
+	}
+	k := keysFor(req.Namespace, req.Key)
+	keys := []string{k.lock, k.fence, k.tombstone(req.Token), k.queue(), k.queueEnds()}
+	args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0), ms(max(place, 0)), k.channel}
+	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
+		var vals []int64
+		var err error
+		if b.ack != nil {
+			vals, err = b.acquireAcked(ctx, fairAcquireScript, keys, k, req, args)
+		} else {
+			vals, err = b.pipe.run(ctx, fairAcquireScript, keys, args...).Int64Slice()
+		}
+		if err != nil {
+			return fencelock.AcquireResult{}, classify(err)
+		}
+		return acquireResult(vals)
+	})
+}
+
+// WatchTurn implements fencelock.FairBackend: the waiter with token is woken
+// when the lock is freed while it is first in line, or when it becomes first
+// in line of a free lock; not by releases that are other waiters' turns.
+func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (*fencelock.Watch, error) {
+	if b.notifier == nil {
+		return nil, errNotificationsOff
+	}
+	return b.notifier.watchFor(ctx, keysFor(namespace, key).channel, token)
+}
+
+// acquireResult decodes the reply of an acquire script.
+func acquireResult(vals []int64) (fencelock.AcquireResult, error) {
+	var res fencelock.AcquireResult
+	if len(vals) < 3 {
+		return res, fmt.Errorf("redisbackend: acquire script returned %v", vals)
+	}
+	res.Acquired, res.Fence, res.Holds = vals[0] == 1, vals[1], int(vals[2])
+	if !res.Acquired && len(vals) > 3 && vals[3] >= 0 {
+		// 0 means the lease ends within the millisecond: retry then,
+		// not after a whole backoff.
+		res.HolderTTL = max(time.Duration(vals[3])*time.Millisecond, time.Millisecond)
+	}
+	return res, nil
+}

@@ -1,0 +1,119 @@
+package fencelocktest
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The checks of fencelock.LockInspector (Client.Inspect, ForceRelease). A
+// backend without it has them skipped, with the reason printed.
+func init() {
+	checks = append(checks, []struct {
+		name string
+		run  func(ctx context.Context, s *suite)
+	}{
+		{"InspectFreeLock", inspectFreeLock},
+		{"InspectHeldLock", inspectHeldLock},
+		{"InspectLeavesOutLapsedHolds", inspectLeavesOutLapsedHolds},
+		{"InspectChangesNothing", inspectChangesNothing},
+	}...)
+}
+
+// inspector returns the backend's LockInspector, or skips the check.
+func (s *suite) inspector() fencelock.LockInspector {
+	s.t.Helper()
+	in, ok := s.b.(fencelock.LockInspector)
+	if !ok {
+		s.t.Skipf("%T does not implement fencelock.LockInspector: Client.Inspect and ForceRelease return ErrUnsupported", s.b)
+	}
+	return in
+}
+
+func (s *suite) inspect(ctx context.Context, in fencelock.LockInspector, key string) fencelock.LockInfo {
+	s.t.Helper()
+	info, err := in.InspectLock(ctx, s.ns, key)
+	if err != nil {
+		s.t.Fatalf("InspectLock(%s): %v", key, err)
+	}
+	return info
+}
+
+// A lock never taken is free with no fence minted; after a release it is
+// free again and LastFence is the fence of that acquisition.
+func inspectFreeLock(ctx context.Context, s *suite) {
+	in := s.inspector()
+	if info := s.inspect(ctx, in, "k"); info.Held || info.Owner != "" || info.Fence != 0 || len(info.Holds) != 0 || info.LastFence != 0 {
+		s.t.Fatalf("a lock never taken: %+v, want free, no fence", info)
+	}
+	res := s.acquire(ctx, "k", "a", "", 10*time.Second)
+	s.release(ctx, "k", "a")
+	if info := s.inspect(ctx, in, "k"); info.Held || len(info.Holds) != 0 || info.LastFence != res.Fence {
+		s.t.Fatalf("after a release: %+v, want free with LastFence %d", info, res.Fence)
+	}
+}
+
+// A held lock shows its owner, fence, every live hold (sorted by token)
+// with its own lease, and the lock's lease.
+func inspectHeldLock(ctx context.Context, s *suite) {
+	in := s.inspector()
+	outer := s.acquire(ctx, "k", "tok-b", "owner", 10*time.Second)
+	s.acquire(ctx, "k", "tok-a", "owner", 5*time.Second)
+	info := s.inspect(ctx, in, "k")
+	if !info.Held || info.Owner != "owner" || info.Fence != outer.Fence || info.LastFence != outer.Fence {
+		s.t.Fatalf("held lock: %+v, want held by owner with fence %d", info, outer.Fence)
+	}
+	tokens := make([]string, 0, len(info.Holds))
+	for _, h := range info.Holds {
+		tokens = append(tokens, h.Token)
+	}
+	if !slices.Equal(tokens, []string{"tok-a", "tok-b"}) {
+		s.t.Fatalf("holds %v, want [tok-a tok-b]", tokens)
+	}
+	if a, b := info.Holds[0].TTL, info.Holds[1].TTL; a <= 0 || a > 5*time.Second || b <= 5*time.Second || b > 10*time.Second {
+		s.t.Fatalf("hold leases tok-a %v (want ≤5s), tok-b %v (want in (5s, 10s])", a, b)
+	}
+	if info.TTL <= 5*time.Second || info.TTL > 10*time.Second {
+		s.t.Fatalf("lock lease %v, want the longest hold's (≤10s)", info.TTL)
+	}
+	// Without WithOwner the owner is the token.
+	s.acquire(ctx, "single", "only", "", time.Second)
+	if info := s.inspect(ctx, in, "single"); info.Owner != "only" || len(info.Holds) != 1 {
+		s.t.Fatalf("single hold: %+v, want owner = token", info)
+	}
+}
+
+// A re-entrant hold whose lease ended is not shown, though the lock is
+// still held by the other.
+func inspectLeavesOutLapsedHolds(ctx context.Context, s *suite) {
+	in := s.inspector()
+	s.acquire(ctx, "k", "long", "owner", 10*time.Second)
+	s.acquire(ctx, "k", "short", "owner", 100*time.Millisecond)
+	s.waitLapsed(ctx, "k", "short", 5*time.Second)
+	info := s.inspect(ctx, in, "k")
+	if !info.Held || len(info.Holds) != 1 || info.Holds[0].Token != "long" {
+		s.t.Fatalf("after the short hold lapsed: %+v, want only the long hold", info)
+	}
+	s.release(ctx, "k", "long")
+	if info := s.inspect(ctx, in, "k"); info.Held {
+		s.t.Fatalf("after the release: %+v, want free", info)
+	}
+}
+
+// Inspecting neither extends a lease nor frees or takes the lock.
+func inspectChangesNothing(ctx context.Context, s *suite) {
+	in := s.inspector()
+	s.acquire(ctx, "k", "a", "", 300*time.Millisecond)
+	for range 3 {
+		s.inspect(ctx, in, "k")
+	}
+	if res := s.acquire(ctx, "k", "b", "", time.Second); res.Acquired {
+		s.t.Fatal("another owner acquired an inspected lock")
+	}
+	s.waitLapsed(ctx, "k", "a", 5*time.Second)
+	if info := s.inspect(ctx, in, "k"); info.Held {
+		s.t.Fatalf("after the lease: %+v, want free", info)
+	}
+}

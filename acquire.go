@@ -133,6 +133,7 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	}
 	c.noteFence(res.Fence)
 	lk := newLock(c, req, res, cfg.autoRenew, sent, tombstone)
+	lk.limitHold(sent, cfg.maxHold)
 	if err := c.leases.add(lk); err != nil {
 		// Close began releasing while the request was in flight.
 		lk.end(fmt.Errorf("%w: %w", ErrReleased, ErrClosed))

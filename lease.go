@@ -93,7 +93,7 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 		l.mu.Unlock()
 		l.lose("renewal found the lock gone (expired, deleted or taken over)", false)
 	default:
-		l.deadline = c.leaseEnd(sent, ttl)
+		l.deadline = l.boundedLocked(c.leaseEnd(sent, ttl))
 		l.nextRenew = sent.Add(l.autoRenew)
 		l.mu.Unlock()
 	}

@@ -25,6 +25,10 @@ type Lock struct {
 	fence     int64
 	holds     int
 	autoRenew time.Duration // 0: no automatic renewal
+	// holdEnd is when WithMaxHold ends the lock (maxhold.go): the local
+	// deadline never goes past it. Zero: no bound.
+	holdEnd time.Time
+	maxHold time.Duration
 	// tombstone is set when an attempt of this acquisition may still reach
 	// the server (its reply was lost): releases then ask the backend to
 	// refuse that late copy, which would otherwise take the lock for nobody.
@@ -324,13 +328,23 @@ func (l *Lock) whenEnded(f func(error)) (stop func()) {
 // is sent in the background: the key is freed as soon as possible, and a
 // lapsed re-entrant hold is not left counted.
 func (l *Lock) expire() {
+	if l.maxHoldPassed() {
+		l.loseWith(fmt.Errorf("%w: %w (%v)", ErrLost, ErrMaxHoldExceeded, l.maxHold),
+			fmt.Sprintf("held for its maximum of %v (WithMaxHold)", l.maxHold), true)
+		return
+	}
 	l.lose("the lease deadline passed without a successful renewal", true)
 }
 
 // lose ends the lock with ErrLost, logging why. With release, or when a late
 // acquire copy may still arrive, the hold is released in the background.
 func (l *Lock) lose(reason string, release bool) {
-	if !l.end(fmt.Errorf("%w: %s", ErrLost, reason)) {
+	l.loseWith(fmt.Errorf("%w: %s", ErrLost, reason), reason, release)
+}
+
+// loseWith is lose with the lock's error given: err must match ErrLost.
+func (l *Lock) loseWith(err error, reason string, release bool) {
+	if !l.end(err) {
 		return
 	}
 	l.client.log.Warn("fencelock: lock lost", "key", l.ref.Key, "fence", l.fence,

@@ -196,6 +196,9 @@ func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOpt
 	if cfg.maxFailuresSet && cfg.maxFailures < 0 {
 		return cfg, invalid("WithMaxFailures count", cfg.maxFailures, "must not be negative")
 	}
+	if cfg.maxHoldSet && cfg.maxHold < time.Millisecond {
+		return cfg, invalid("WithMaxHold duration", cfg.maxHold, "must be at least 1ms")
+	}
 	if cfg.retry == nil {
 		return cfg, invalid("WithRetry strategy", nil, "must not be nil")
 	}

@@ -123,6 +123,7 @@ type Backend struct {
 	mu       sync.Mutex
 	locks    map[lockID]*lock
 	watchers map[lockID]map[chan struct{}]struct{}
+	fair     fairState // lines of fair waiters (fair.go)
 	faults   []*faultEntry // in injection order; the newest match applies
 	paused   int           // Pause calls not yet resumed
 	queue    []*request    // requests that arrived while paused, in order
@@ -185,7 +186,8 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 // Release implements fencelock.Backend. A Tombstone > 0 is recorded for the
 // token whether or not the lock held it; a later Release with a tombstone
 // never shortens an earlier one. Watchers are notified when the release
-// frees the lock.
+// frees the lock: the first fair waiter in line only, if there is one
+// (fair.go). A token that held nothing leaves the line of fair waiters.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.ReleaseResult{}, err
@@ -193,9 +195,7 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	return do(b, ctx, Release, func(now time.Time) (fencelock.ReleaseResult, error) {
 		id := idOf(req.LockRef)
 		res, freed := b.lockFor(id).release(now, req)
-		if freed {
-			b.notifyLocked(id)
-		}
+		b.afterRelease(id, now, req.Token, res.Held, freed)
 		return res, nil
 	})
 }

@@ -1,0 +1,186 @@
+package memorybackend
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+var _ fencelock.FairBackend = (*Backend)(nil)
+
+// fairState is the Backend's lines of fair waiters (fencelock.FairBackend)
+// and the watches of their turns. Guarded by Backend.mu.
+type fairState struct {
+	lines map[lockID][]place
+	turns map[lockID]map[chan struct{}]string // watch channel → waiter token
+}
+
+// place is one waiter's place in a line, with its lease.
+type place struct {
+	token string
+	end   time.Time
+}
+
+// head drops the lapsed places at the head of id's line and returns the
+// first live one ("" when the line is empty) and the end of its place.
+func (f *fairState) head(id lockID, now time.Time) (string, time.Time) {
+	line := f.lines[id]
+	for len(line) > 0 && !line[0].end.After(now) {
+		line = line[1:]
+	}
+	if len(line) == 0 {
+		delete(f.lines, id)
+		return "", time.Time{}
+	}
+	f.lines[id] = line
+	return line[0].token, line[0].end
+}
+
+// leave removes token's place from id's line, and reports whether it had one.
+func (f *fairState) leave(id lockID, token string) bool {
+	line := f.lines[id]
+	i := slices.IndexFunc(line, func(p place) bool { return p.token == token })
+	if i < 0 {
+		return false
+	}
+	f.lines[id] = slices.Delete(line, i, i+1)
+	return true
+}
+
+// join puts token at the end of id's line, or renews its place.
+func (f *fairState) join(id lockID, token string, end time.Time) {
+	if f.lines == nil {
+		f.lines = map[lockID][]place{}
+	}
+	line := f.lines[id]
+	if i := slices.IndexFunc(line, func(p place) bool { return p.token == token }); i >= 0 {
+		line[i].end = end
+		return
+	}
+	f.lines[id] = append(line, place{token, end})
+}
+
+// wakeTurn notifies the watches of token's turn on id.
+func (f *fairState) wakeTurn(id lockID, token string) {
+	for c, t := range f.turns[id] {
+		if t == token {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// AcquireFair implements fencelock.FairBackend. It is subject to the faults
+// and pauses of Acquire, and counted as an Acquire.
+func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeLease time.Duration) (fencelock.AcquireResult, error) {
+	if err := checkRef(req.LockRef); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	if req.Owner == "" {
+		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+	}
+	if err := checkTTL(req.TTL); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	if placeLease != 0 {
+		if err := checkTTL(placeLease); err != nil {
+			return fencelock.AcquireResult{}, err
+		}
+	}
+	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
+		id := idOf(req.LockRef)
+		l := b.lockFor(id)
+		l.prune(now)
+		f := &b.fair
+		if _, ok := l.tombstones[req.Token]; ok {
+			f.leave(id, req.Token)
+			return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}, nil
+		}
+		held := len(l.holds) > 0
+		if held && l.owner == req.Owner {
+			return l.acquire(now, req), nil // re-entry or retry: no line
+		}
+		head, headEnd := f.head(id, now)
+		if !held && (head == "" || head == req.Token) {
+			f.leave(id, req.Token)
+			return l.acquire(now, req), nil
+		}
+		if placeLease > 0 {
+			f.join(id, req.Token, now.Add(placeLease))
+			if head == "" {
+				head, headEnd = req.Token, now.Add(placeLease)
+			}
+		}
+		if held {
+			return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}, nil
+		}
+		// Free, and another waiter's turn: remind it.
+		f.wakeTurn(id, head)
+		return fencelock.AcquireResult{HolderTTL: max(headEnd.Sub(now), time.Millisecond)}, nil
+	})
+}
+
+// WatchTurn implements fencelock.FairBackend, like WatchReleases: the
+// channel gets a value when a release frees the lock with token first in
+// line, or when the line is empty (every watcher of the lock is then
+// woken).
+func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (*fencelock.Watch, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id := lockID{namespace, key}
+	c := make(chan struct{}, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	f := &b.fair
+	if f.turns == nil {
+		f.turns = map[lockID]map[chan struct{}]string{}
+	}
+	if f.turns[id] == nil {
+		f.turns[id] = map[chan struct{}]string{}
+	}
+	f.turns[id][c] = token
+	return fencelock.NewWatch(c, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(f.turns[id], c)
+		if len(f.turns[id]) == 0 {
+			delete(f.turns, id)
+		}
+	}), nil
+}
+
+// afterRelease applies a release to the line of id and wakes who must be
+// woken: a token that held nothing leaves the line; when the lock is free
+// (freed now, or a waiter left), the first waiter in line is told, or,
+// with an empty line and a lock freed now, every watcher. b.mu must be held.
+func (b *Backend) afterRelease(id lockID, now time.Time, token string, held, freed bool) {
+	f := &b.fair
+	left := !held && f.leave(id, token)
+	if !freed && !(left && len(b.lockFor(id).holds) == 0) {
+		return
+	}
+	if head, _ := f.head(id, now); head != "" {
+		f.wakeTurn(id, head)
+		return
+	}
+	if freed {
+		b.notifyLocked(id)
+		for c := range f.turns[id] {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}

@@ -43,9 +43,9 @@ type notifier struct {
 // channel is the state of one release channel.
 type channel struct {
 	watchers   map[chan struct{}]string // wake-up channel → the fair waiter's token, or "" for any release
-	subscribed bool          // SUBSCRIBE sent (and no UNSUBSCRIBE since)
-	pending    int           // SUBSCRIBEs sent whose confirmation has not come back
-	ready      chan struct{} // closed once the latest SUBSCRIBE is confirmed
+	subscribed bool                     // SUBSCRIBE sent (and no UNSUBSCRIBE since)
+	pending    int                      // SUBSCRIBEs sent whose confirmation has not come back
+	ready      chan struct{}            // closed once the latest SUBSCRIBE is confirmed
 	confirmed  bool
 }
 

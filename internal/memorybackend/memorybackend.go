@@ -123,7 +123,7 @@ type Backend struct {
 	mu       sync.Mutex
 	locks    map[lockID]*lock
 	watchers map[lockID]map[chan struct{}]struct{}
-	fair     fairState // lines of fair waiters (fair.go)
+	fair     fairState     // lines of fair waiters (fair.go)
 	faults   []*faultEntry // in injection order; the newest match applies
 	paused   int           // Pause calls not yet resumed
 	queue    []*request    // requests that arrived while paused, in order

@@ -1,0 +1,52 @@
+package fencelock_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// Waiters in line: with WithFairness the lock goes round in the order the
+// waiters first found it held, whichever process they are in.
+func ExampleWithFairness() {
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := fencelock.New(redisbackend.New(rdb))
+	defer locks.Close()
+	ctx := context.Background()
+
+	first, err := locks.Acquire(ctx, "printer", 30*time.Second, fencelock.WithFairness())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done := make(chan string, 3)
+	for i, name := range []string{"alice", "bob", "carol"} {
+		go func() {
+			lk, err := locks.Acquire(ctx, "printer", 30*time.Second, fencelock.WithFairness())
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			done <- name
+			lk.Release(ctx)
+		}()
+		// Let this one join the line (the sorted set lock:{printer}:queue)
+		// before the next one comes.
+		for rdb.ZCard(ctx, "lock:{printer}:queue").Val() < int64(i+1) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	first.Release(ctx)
+	for range 3 {
+		fmt.Println(<-done)
+	}
+	// Output:
+	// alice
+	// bob
+	// carol
+}

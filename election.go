@@ -1,0 +1,221 @@
+package fencelock
+
+import (
+	"context"
+	"iter"
+	"time"
+)
+
+// Leader election, built on the lock: the leader is whoever holds the lock
+// named ElectionLockPrefix + election, with the candidate's id as owner
+// (WithOwner). Its fence is its term: strictly greater for every new
+// leadership, so a resource that checks it refuses a deposed leader.
+
+// ElectionLockPrefix is prefixed to an election's name to make the key of
+// its lock.
+const ElectionLockPrefix = "election:"
+
+// Leadership is a won election: held, and renewed by the Client, until
+// Resign or until it is lost. Its methods are safe for concurrent use.
+type Leadership struct {
+	election string
+	id       string
+	lk       *Lock
+}
+
+// Campaign waits until this candidate leads the election, then returns its
+// Leadership, renewed every ttl/3 (unless opts say otherwise) until Resign
+// or loss. It waits like Acquire, woken at once when the leader resigns,
+// and keeps waiting through outages until ctx ends (unless opts set
+// WithWait or WithMaxFailures); an error matches ErrNotAcquired (with
+// ctx.Err()) when ctx ended first, or ErrClosed.
+//
+// id names the candidate to the others (Leader.ID): a host name and process
+// id, say. It must be unique among the candidates: a second candidate with
+// the id of the leader gets an error matching ErrInvalidArgument, since the
+// lock would otherwise let both lead.
+func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Duration, opts ...AcquireOption) (*Leadership, error) {
+	if c == nil {
+		return nil, errNilClient
+	}
+	if election == "" {
+		return nil, invalid("election", election, "must not be empty")
+	}
+	if id == "" {
+		return nil, invalid("candidate id", id, "must not be empty")
+	}
+	if checkTTL(ttl) == nil {
+		// Renew every ttl/3, and campaign until ctx ends: the caller's
+		// options, later in the list, say otherwise.
+		opts = append([]AcquireOption{WithAutoRenew(ttl / 3), WithMaxFailures(0)}, opts...)
+	}
+	lk, err := c.Acquire(WithOwner(ctx, id), ElectionLockPrefix+election, ttl, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if lk.Holds() > 1 {
+		// Re-entered the hold of a leader with the same id.
+		lk.Release(ctx)
+		return nil, invalid("candidate id", id, "is the id of the current leader of "+election+": every candidate needs an id of its own")
+	}
+	c.log.Info("fencelock: elected", "election", election, "id", id, "term", lk.Fence())
+	return &Leadership{election: election, id: id, lk: lk}, nil
+}
+
+// Election returns the name of the election.
+func (l *Leadership) Election() string { return l.election }
+
+// ID returns the candidate id the leadership was won with.
+func (l *Leadership) ID() string { return l.id }
+
+// Term returns the leadership's term: its lock's fencing token, strictly
+// greater than every earlier leader's. Send it with every write a leader
+// makes, so that the resource refuses a deposed leader's late writes.
+func (l *Leadership) Term() int64 { return l.lk.Fence() }
+
+// Done returns a channel that is closed when the leadership ends: resigned,
+// or lost (renewal found it gone, or its lease deadline passed).
+func (l *Leadership) Done() <-chan struct{} { return l.lk.Done() }
+
+// Err returns nil while this candidate leads, then an error matching
+// ErrLost or ErrReleased (after Resign), like Lock.Err.
+func (l *Leadership) Err() error { return l.lk.Err() }
+
+// Context returns a copy of ctx that is cancelled when the leadership ends,
+// with its Err as the cause. Call cancel when done.
+func (l *Leadership) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	return l.lk.Context(ctx)
+}
+
+// Lock returns the leadership's lock (Deadline, TTL, Refresh).
+func (l *Leadership) Lock() *Lock { return l.lk }
+
+// Resign ends the leadership: the lock is released, and the next candidate
+// waiting in Campaign is woken at once. Errors are those of Lock.Release.
+func (l *Leadership) Resign(ctx context.Context) error {
+	err := l.lk.Release(ctx)
+	if err == nil {
+		l.lk.client.log.Info("fencelock: resigned", "election", l.election, "id", l.id, "term", l.lk.Fence())
+	}
+	return err
+}
+
+// Leader is the leader of an election as an observer sees it.
+type Leader struct {
+	// ID is the leader's candidate id; "" when the election has no leader.
+	ID string
+	// Term is the leader's term (its fence); 0 without a leader.
+	Term int64
+	// TTL is the leader's remaining lease when it was observed.
+	TTL time.Duration
+}
+
+// Leader returns the current leader of the election (ID "" when there is
+// none). It needs a backend that implements LockInspector (ErrUnsupported
+// otherwise).
+func (c *Client) Leader(ctx context.Context, election string) (Leader, error) {
+	if c == nil {
+		return Leader{}, errNilClient
+	}
+	if election == "" {
+		return Leader{}, invalid("election", election, "must not be empty")
+	}
+	info, err := c.Inspect(ctx, ElectionLockPrefix+election)
+	return leaderOf(info), err
+}
+
+func leaderOf(info LockInfo) Leader {
+	if !info.Held {
+		return Leader{}
+	}
+	return Leader{ID: info.Owner, Term: info.Fence, TTL: info.TTL}
+}
+
+// maxObserveWait bounds how long Observe goes without looking: a leader
+// that resigns while no candidate waits sends no notification, and a
+// lease that lapses none either.
+const maxObserveWait = time.Second
+
+// Observe returns the leaders of the election as they change: the current
+// one first (ID "" when there is none), then each new leader or term, and
+// an empty Leader when the election is left without one. It ends when ctx
+// ends or the loop breaks; it starts no goroutine.
+//
+// It looks again when a release is notified (a leader resigned while a
+// candidate was waiting: the next leader is seen moments later), when the
+// leader's lease would end, and at least every second. A backend error is
+// yielded as it happens (Leader is then zero), and Observe goes on trying
+// with a backoff. It needs a backend that implements LockInspector: without
+// one it yields one error matching ErrUnsupported and ends.
+func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader, error] {
+	return func(yield func(Leader, error) bool) {
+		if c == nil {
+			yield(Leader{}, errNilClient)
+			return
+		}
+		if election == "" {
+			yield(Leader{}, invalid("election", election, "must not be empty"))
+			return
+		}
+		key := ElectionLockPrefix + election
+		inspector, err := c.inspector("observe", key)
+		if err != nil {
+			yield(Leader{}, err)
+			return
+		}
+		var releases <-chan struct{}
+		if c.notifier != nil {
+			if w, err := c.notifier.WatchReleases(ctx, c.cfg.namespace, key); err == nil {
+				defer w.Stop()
+				releases = w.C
+			}
+		}
+		timer := time.NewTimer(maxObserveWait)
+		defer timer.Stop()
+
+		var last Leader
+		first := true
+		rounds := 0 // polls in a row without a leader, or failed
+		for ctx.Err() == nil && !c.closed() {
+			drain(releases) // this look covers every release so far
+			info, err := c.inspect(ctx, inspector, key)
+			var wait time.Duration
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return
+			case err != nil:
+				if !yield(Leader{}, err) {
+					return
+				}
+				rounds++
+				wait = defaultRetry.Backoff(rounds)
+			default:
+				now := leaderOf(info)
+				if first || now.ID != last.ID || now.Term != last.Term {
+					if !yield(now, nil) {
+						return
+					}
+					first, last = false, now
+				}
+				if now.ID == "" {
+					// A new leader sends no notification: look again soon,
+					// then less often.
+					rounds++
+					wait = defaultRetry.Backoff(rounds)
+				} else {
+					rounds = 0
+					wait = now.TTL + time.Millisecond
+				}
+			}
+			timer.Reset(min(max(wait, minRetryDelay), maxObserveWait))
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.closeCtx.Done():
+				return
+			case <-releases:
+			case <-timer.C:
+			}
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package fencelock_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// Leader election (issue 10 item 4) against a real redis-server: three
+// processes (this test binary re-executed) campaign in a loop for 5s, each
+// leader holding office 100ms and resigning. The server counts the leaders
+// in office (never more than one) and the terms (each above the last).
+func TestElectionOneLeaderAcrossProcesses(t *testing.T) {
+	srv, _ := startRedis(t)
+	start := time.Now().Add(time.Second)
+	var outs []*bufio.Scanner
+	var cmds []*exec.Cmd
+	for i := range 3 {
+		cmd, out := startElectionChild(t, srv.Addr(), electionChildConfig{Mode: "terms", ID: fmt.Sprint("p", i), Start: start, Duration: 5 * time.Second})
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	total := 0
+	for i, out := range outs {
+		for out.Scan() {
+			line := out.Text()
+			if n, ok := strings.CutPrefix(line, "TERMS "); ok {
+				terms, _ := strconv.Atoi(n)
+				t.Logf("process %d led %d terms", i, terms)
+				total += terms
+			}
+			if msg, ok := strings.CutPrefix(line, "FAIL "); ok {
+				t.Errorf("process %d: %s", i, msg)
+			}
+		}
+		if err := cmds[i].Wait(); err != nil {
+			t.Errorf("process %d: %v", i, err)
+		}
+	}
+	// 5s of 100ms terms: some 40-50 on an idle machine; a busy one hands
+	// over slower, but never so slow as to fit fewer than a handful.
+	if total < 5 {
+		t.Errorf("%d terms in 5s, want hand-overs to keep the election led", total)
+	}
+}
+
+// Resign hands over at once: the waiting candidate is elected and the
+// observer sees it, long before the resigned leader's 30s lease would have
+// ended.
+func TestElectionResignHandsOver(t *testing.T) {
+	_, rdb := startRedis(t)
+	a, b, obs := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	first, err := a.Campaign(ctx, "primary", "node-a", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan fencelock.Leader, 16)
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for leader, err := range obs.Observe(octx, "primary") {
+			if err != nil {
+				t.Errorf("Observe: %v", err)
+				continue
+			}
+			seen <- leader
+		}
+		close(seen)
+	}()
+	if l := <-seen; l.ID != "node-a" || l.Term != first.Term() {
+		t.Fatalf("observer first saw %+v, want node-a in term %d", l, first.Term())
+	}
+	elected := make(chan *fencelock.Leadership, 1)
+	go func() {
+		l, err := b.Campaign(ctx, "primary", "node-b", 30*time.Second)
+		if err != nil {
+			t.Errorf("Campaign of node-b: %v", err)
+		}
+		elected <- l
+	}()
+	time.Sleep(300 * time.Millisecond) // node-b is waiting
+	select {
+	case <-elected:
+		t.Fatal("node-b elected while node-a leads")
+	default:
+	}
+	resigned := time.Now()
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var second *fencelock.Leadership
+	select {
+	case second = <-elected:
+	case <-time.After(5 * time.Second):
+		t.Fatal("node-b not elected within 5s of the resignation (the lease was 30s)")
+	}
+	if second == nil {
+		return
+	}
+	t.Logf("node-b elected %v after node-a resigned", time.Since(resigned).Round(time.Millisecond))
+	if second.Term() <= first.Term() {
+		t.Errorf("term %d not above %d", second.Term(), first.Term())
+	}
+	for l := range seen {
+		if l.ID == "node-b" {
+			if l.Term != second.Term() {
+				t.Errorf("observer saw node-b in term %d, want %d", l.Term, second.Term())
+			}
+			break
+		}
+		if l.ID != "" || time.Since(resigned) > 5*time.Second {
+			t.Fatalf("observer saw %+v after the resignation, want (nobody, then) node-b within 5s", l)
+		}
+	}
+	if !errors.Is(first.Err(), fencelock.ErrReleased) {
+		t.Errorf("resigned leadership's Err = %v, want ErrReleased", first.Err())
+	}
+	if l, err := obs.Leader(ctx, "primary"); err != nil || l.ID != "node-b" || l.Term != second.Term() || l.TTL <= 0 {
+		t.Errorf("Leader = %+v, %v; want node-b", l, err)
+	}
+	second.Resign(ctx)
+}
+
+// A leader whose process is killed -9 is replaced once its lease (2s) has
+// run out, not before; the new term is higher.
+func TestElectionKilledLeaderReplaced(t *testing.T) {
+	srv, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 30*time.Second)
+	cmd, out := startElectionChild(t, srv.Addr(), electionChildConfig{Mode: "lead", ID: "doomed"})
+	for out.Scan() && !strings.HasPrefix(out.Text(), "LEADER ") {
+	}
+	oldTerm, _ := strconv.ParseInt(strings.TrimPrefix(out.Text(), "LEADER "), 10, 64)
+	if oldTerm <= 0 {
+		t.Fatalf("the child did not report its term: %q", out.Text())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	if l, err := c.Leader(ctx, "svc"); err != nil || l.ID != "doomed" || l.TTL > 2*time.Second {
+		t.Fatalf("after the kill: %+v, %v; want the dead leader, with at most 2s left", l, err)
+	}
+	l, err := c.Campaign(ctx, "svc", "successor", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(ctx)
+	took := time.Since(killed)
+	t.Logf("successor elected %v after the kill", took.Round(time.Millisecond))
+	if took > 7*time.Second {
+		t.Errorf("successor elected %v after the kill, want about the 2s lease", took)
+	}
+	if l.Term() <= oldTerm {
+		t.Errorf("term %d not above the dead leader's %d", l.Term(), oldTerm)
+	}
+}
+
+// A leadership whose lock is lost (deleted on the server, as a failover
+// can) is told through Done and Err, and its Context is cancelled with
+// cause ErrLost.
+func TestElectionLoss(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := c.Campaign(ctx, "loser", "me", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := l.Context(ctx)
+	defer cancel()
+	rdb.Del(ctx, "lock:{election:loser}:lock")
+	waitDone(t, l.Done(), 5*time.Second, "loss of the leadership")
+	if !errors.Is(l.Err(), fencelock.ErrLost) || !errors.Is(context.Cause(lctx), fencelock.ErrLost) {
+		t.Errorf("Err = %v, context cause = %v; want ErrLost", l.Err(), context.Cause(lctx))
+	}
+}
+
+// Ids must differ: a second candidate with the leader's id is refused; bad
+// arguments are named.
+func TestElectionArguments(t *testing.T) {
+	_, rdb := startRedis(t)
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	ctx := ctxTimeout(t, 10*time.Second)
+	l, err := a.Campaign(ctx, "e", "same", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Campaign(ctx, "e", "same", 5*time.Second); !errors.Is(err, fencelock.ErrInvalidArgument) || !strings.Contains(err.Error(), "id of its own") {
+		t.Errorf("a second candidate with the leader's id: %v, want ErrInvalidArgument", err)
+	}
+	if info, _ := a.Inspect(ctx, "election:e"); len(info.Holds) != 1 || l.Err() != nil {
+		t.Errorf("after the refused candidate: %+v, %v; want the leader's one hold", info, l.Err())
+	}
+	for _, tc := range []struct{ election, id string }{{"", "x"}, {"e", ""}} {
+		if _, err := a.Campaign(ctx, tc.election, tc.id, time.Second); !errors.Is(err, fencelock.ErrInvalidArgument) {
+			t.Errorf("Campaign(%q, %q): %v, want ErrInvalidArgument", tc.election, tc.id, err)
+		}
+	}
+	if _, err := a.Campaign(ctx, "e", "x", 0); !errors.Is(err, fencelock.ErrInvalidArgument) {
+		t.Errorf("Campaign with ttl 0: %v", err)
+	}
+	for _, err := range a.Observe(ctx, "") {
+		if !errors.Is(err, fencelock.ErrInvalidArgument) {
+			t.Errorf("Observe(\"\"): %v", err)
+		}
+	}
+}
+
+// elShared gives several Clients one memory backend with LockInspector (so
+// that Observe works) but without Close.
+type elShared struct {
+	fencelock.Backend
+	fencelock.ReleaseNotifier
+	fencelock.LockInspector
+}
+
+// Observe, deterministically: it yields the current leader, wakes on the
+// release notification of a resignation, and sees the successor within the
+// first poll after it; without a LockInspector it yields ErrUnsupported.
+func TestElectionObserveTiming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		shared := elShared{e.b, e.b, e.b}
+		a := fencelock.New(shared)
+		b := fencelock.New(shared)
+		obs := fencelock.New(shared)
+		t.Cleanup(func() { a.Close(); b.Close(); obs.Close() })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+
+		first, err := a.Campaign(ctx, "e", "a", 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type sighting struct {
+			l  fencelock.Leader
+			at time.Duration
+		}
+		seen := make(chan sighting, 16)
+		var polls atomic.Int32
+		go func() {
+			for l, err := range obs.Observe(ctx, "e") {
+				polls.Add(1)
+				if err != nil {
+					t.Errorf("Observe: %v", err)
+				}
+				seen <- sighting{l, e.now()}
+			}
+		}()
+		go b.Campaign(ctx, "e", "b", 3*time.Second)
+		synctest.Wait()
+		if s := <-seen; s.l.ID != "a" || s.at != 0 {
+			t.Fatalf("first sighting %+v, want a at 0", s)
+		}
+		time.Sleep(10 * time.Second) // a renews; nothing changes
+		synctest.Wait()
+		if len(seen) != 0 {
+			t.Fatalf("sightings while nothing changed: %v", <-seen)
+		}
+		first.Resign(ctx)
+		resigned := e.now()
+		var s sighting
+		for s = range seen {
+			if s.l.ID == "b" {
+				break
+			}
+		}
+		if s.l.ID != "b" || s.at-resigned > 50*time.Millisecond || s.l.Term <= first.Term() {
+			t.Errorf("successor seen as %+v at %v after the resignation, want b with a higher term within one short poll", s.l, s.at-resigned)
+		}
+
+		plain := e.client("plain")
+		for _, err := range plain.Observe(ctx, "e") {
+			if !errors.Is(err, fencelock.ErrUnsupported) {
+				t.Errorf("Observe without LockInspector: %v, want ErrUnsupported", err)
+			}
+		}
+		cancel()
+	})
+}
+
+// electionChildConfig tells a child process (TestElectionChild) what to do.
+type electionChildConfig struct {
+	Mode     string // "terms": campaign, lead 100ms, resign, until Duration is over; "lead": lead until killed
+	ID       string
+	Start    time.Time
+	Duration time.Duration
+}
+
+func startElectionChild(t *testing.T, addr string, cfg electionChildConfig) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	js, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestElectionChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FENCELOCK_ELECTION_CHILD="+string(js), "FENCELOCK_ELECTION_REDIS="+addr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bufio.NewScanner(out)
+}
+
+// TestElectionChild is the body of the child processes of the election
+// tests; it does nothing unless started by one.
+func TestElectionChild(t *testing.T) {
+	spec := os.Getenv("FENCELOCK_ELECTION_CHILD")
+	if spec == "" {
+		return
+	}
+	var cfg electionChildConfig
+	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCELOCK_ELECTION_REDIS"), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	c := fencelock.New(redisbackend.New(rdb))
+	defer c.Close()
+	ctx := context.Background()
+	switch cfg.Mode {
+	case "lead":
+		l, err := c.Campaign(ctx, "svc", cfg.ID, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("LEADER %d\n", l.Term())
+		select {} // killed here
+	case "terms":
+		time.Sleep(time.Until(cfg.Start))
+		end := cfg.Start.Add(cfg.Duration)
+		terms := 0
+		for time.Now().Before(end) {
+			cctx, cancel := context.WithDeadline(ctx, end)
+			l, err := c.Campaign(cctx, "rotating", cfg.ID, 2*time.Second)
+			cancel()
+			if errors.Is(err, fencelock.ErrNotAcquired) {
+				break // the time is over
+			}
+			if err != nil {
+				fmt.Printf("FAIL campaign: %v\n", err)
+				break
+			}
+			terms++
+			if n := rdb.Incr(ctx, "in-office").Val(); n != 1 {
+				fmt.Printf("FAIL %d leaders in office at once\n", n)
+			}
+			last, _ := strconv.ParseInt(rdb.Get(ctx, "last-term").Val(), 10, 64)
+			if l.Term() <= last {
+				fmt.Printf("FAIL term %d after term %d\n", l.Term(), last)
+			}
+			rdb.Set(ctx, "last-term", l.Term(), 0)
+			time.Sleep(100 * time.Millisecond)
+			if l.Err() != nil {
+				fmt.Printf("FAIL lost office: %v\n", l.Err())
+			}
+			rdb.Decr(ctx, "in-office")
+			if err := l.Resign(ctx); err != nil {
+				fmt.Printf("FAIL resign: %v\n", err)
+			}
+		}
+		fmt.Printf("TERMS %d\n", terms)
+	}
+}

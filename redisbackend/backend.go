@@ -168,8 +168,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		if err := checkLease("ttl", r.TTL); err != nil {
 			return nil, err
 		}
-		k := keysFor(r.Namespace, r.Key)
-		calls[i] = call{keys: []string{k.lock}, args: []any{r.Token, ms(r.TTL)}}
+		calls[i] = call{keys: []string{lockKeyOf(r.Namespace, r.Key)}, args: []any{r.Token, ms(r.TTL)}}
 	}
 	return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
 		if b.ack != nil {

@@ -16,7 +16,14 @@
 //
 // TryAcquire makes one attempt; Acquire waits (until the context ends, the
 // WithWait bound passes, or Close); Do waits, renews while fn runs, and
-// releases. WithOwner makes acquisitions re-entrant for one owner.
+// releases. WithOwner makes acquisitions re-entrant for one owner, and
+// WithMaxHold bounds how long a lock can be held, renewals included.
+//
+// Built on the same lock, each in a file of its own: RunJob runs a
+// scheduled job once per tick across instances (job.go); Campaign, Observe
+// and Leader elect one leader whose fence is its term (election.go);
+// Inspect, ReleaseToken and ForceRelease manage a lock by its key, without
+// the *Lock (manage.go).
 //
 // # What a lease guarantees, and what fencing adds
 //
@@ -77,4 +84,10 @@
 // The Backend interface is the seam between the Client (waiting, renewal,
 // loss detection, queuing) and a store. The redisbackend package implements
 // it on Redis single node, Sentinel and Cluster.
+//
+// Capabilities beyond the lock are optional interfaces, found by type
+// assertion; a call that needs one the backend lacks returns an error
+// matching ErrUnsupported. LockInspector (Inspect, ForceRelease, Observe,
+// Leader) is implemented by the Redis backend and the in-memory test
+// backend; ReleaseNotifier (waking waiters at once) by both as well.
 package fencelock

@@ -105,9 +105,12 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	actx, cancel := context.WithDeadlineCause(ctx, deadline, errReplyTooLate)
 	var res AcquireResult
 	var err error
-	if cfg.fair {
+	switch {
+	case cfg.prim != nil:
+		res, err = cfg.prim.acquire(actx, req, cfg.waitSet && cfg.wait == 0)
+	case cfg.fair:
 		res, err = c.fairAttempt(actx, req, cfg.waitSet && cfg.wait == 0)
-	} else {
+	default:
 		res, err = c.backend.Acquire(actx, req)
 	}
 	cancel()
@@ -133,6 +136,9 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	}
 	c.noteFence(res.Fence)
 	lk := newLock(c, req, res, cfg.autoRenew, sent, tombstone)
+	if cfg.prim != nil {
+		lk.ops = cfg.prim.ops
+	}
 	lk.limitHold(sent, cfg.maxHold)
 	if err := c.leases.add(lk); err != nil {
 		// Close began releasing while the request was in flight.

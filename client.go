@@ -17,6 +17,7 @@ type Client struct {
 	backend  Backend
 	notifier ReleaseNotifier // nil when the backend has no release notifications
 	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
+	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
 	cfg      clientConfig
 	log      *slog.Logger
 
@@ -52,6 +53,7 @@ func New(b Backend, opts ...Option) *Client {
 	c := &Client{backend: b, cfg: cfg, log: cfg.logger}
 	c.notifier, _ = b.(ReleaseNotifier)
 	c.fair, _ = b.(FairBackend)
+	c.prims = newPrimitives(b)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.idle = sync.NewCond(&c.ops.mu)
 	c.leases = newLeaseKeeper(c)

@@ -345,7 +345,7 @@ func (k *leaseKeeper) worker() {
 // send makes the backend call of a batch whose timeout is timeout. If it
 // goes unanswered for a quarter of that, the worker counts as stalled
 // meanwhile, and another may start.
-func (k *leaseKeeper) send(ctx context.Context, reqs []RenewRequest, timeout time.Duration) ([]RenewResult, error) {
+func (k *leaseKeeper) send(ctx context.Context, locks []*Lock, reqs []RenewRequest, timeout time.Duration) ([]RenewResult, error) {
 	var fired, done bool // guarded by k.mu
 	stall := time.AfterFunc(max(timeout/4, minRenewStall), func() {
 		k.mu.Lock()
@@ -356,7 +356,7 @@ func (k *leaseKeeper) send(ctx context.Context, reqs []RenewRequest, timeout tim
 		}
 		k.mu.Unlock()
 	})
-	results, err := k.c.backend.Renew(ctx, reqs)
+	results, err := k.c.renewHolds(ctx, locks, reqs)
 	stall.Stop()
 	k.mu.Lock()
 	done = true
@@ -397,7 +397,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(k.ctx, earliest(latest, sent.Add(timeout)))
-	results, err := k.send(ctx, reqs, timeout)
+	results, err := k.send(ctx, sending, reqs, timeout)
 	cancel()
 	if err == nil && len(results) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d renewals", len(results), len(reqs))

@@ -29,6 +29,9 @@ type Lock struct {
 	// deadline never goes past it. Zero: no bound.
 	holdEnd time.Time
 	maxHold time.Duration
+	// ops are the backend calls that keep this hold (hold.go); nil for a
+	// plain lock.
+	ops holdOps
 	// tombstone is set when an attempt of this acquisition may still reach
 	// the server (its reply was lost): releases then ask the backend to
 	// refuse that late copy, which would otherwise take the lock for nobody.
@@ -185,7 +188,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, lockError("ttl", l.ref.Key, errors.Join(ErrNotHeld, err))
 	}
 	start := time.Now()
-	ttl, err := l.client.backend.TTL(ctx, l.ref)
+	ttl, err := l.holdOps().ttl(ctx, l.ref)
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		return 0, lockError("ttl", l.ref.Key, err)
@@ -256,7 +259,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrNotSent, err)
 	} else {
-		results, err = l.client.backend.Renew(rctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
+		results, err = l.holdOps().renew(rctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
 	}
 	cancel()
 	if err == nil && len(results) != 1 {
@@ -350,7 +353,7 @@ func (l *Lock) loseWith(err error, reason string, release bool) {
 	l.client.log.Warn("fencelock: lock lost", "key", l.ref.Key, "fence", l.fence,
 		"token", shortToken(l.ref.Token), "reason", reason)
 	if release || l.tombstone {
-		l.client.releaser.add(l.releaseRequest(), l.ttl)
+		l.client.releaser.addOps(l.ops, l.releaseRequest(), l.ttl)
 	}
 }
 

@@ -116,6 +116,9 @@ type acquireConfig struct {
 	maxHold        time.Duration // WithMaxHold (maxhold.go); 0: no bound
 	maxHoldSet     bool
 	fair           bool // WithFairness: wait in the server's line (fair.go)
+	// prim is the primitive whose hold the call takes (a semaphore permit,
+	// a read or write hold; hold.go); nil for the plain lock.
+	prim *primitive
 }
 
 // DefaultMaxFailures is how many consecutive failed attempts (the backend

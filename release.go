@@ -76,13 +76,13 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	if cause != nil {
 		released = fmt.Errorf("%w: %w", ErrReleased, cause)
 	}
-	res, err := c.sendRelease(ctx, l.releaseRequest(), heldUntil)
+	res, err := c.sendReleaseOps(ctx, l.ops, l.releaseRequest(), heldUntil)
 	switch {
 	case err != nil:
 		l.end(released)
 		c.log.Warn("fencelock: release not confirmed; retrying in the background",
 			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token), "error", err)
-		c.releaser.add(l.releaseRequest(), l.ttl)
+		c.releaser.addOps(l.ops, l.releaseRequest(), l.ttl)
 		return err
 	case !res.Held:
 		c.log.Warn("fencelock: release skipped: not owner (the lock had expired or was taken over)",
@@ -91,7 +91,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		return lockError("release", l.ref.Key, ErrNotHeld)
 	default:
 		l.end(released)
-		if res.Remaining == 0 {
+		if res.Remaining == 0 && l.ops == nil {
 			c.queues.released(l.ref.Key)
 		}
 		c.log.Debug("fencelock: released", "key", l.ref.Key, "fence", l.fence,
@@ -116,6 +116,11 @@ func (l *Lock) releaseRequest() ReleaseRequest {
 // reply was lost, means that one was applied, since the lease cannot have
 // ended before heldUntil.
 func (c *Client) sendRelease(ctx context.Context, req ReleaseRequest, heldUntil time.Time) (ReleaseResult, error) {
+	return c.sendReleaseOps(ctx, nil, req, heldUntil)
+}
+
+// sendReleaseOps is sendRelease for a hold kept by ops (nil: a plain lock).
+func (c *Client) sendReleaseOps(ctx context.Context, ops holdOps, req ReleaseRequest, heldUntil time.Time) (ReleaseResult, error) {
 	ctx, cancel := c.detached(ctx)
 	defer cancel()
 	start := time.Now()
@@ -124,7 +129,7 @@ func (c *Client) sendRelease(ctx context.Context, req ReleaseRequest, heldUntil 
 	for try := 1; try <= releaseAttempts; try++ {
 		sent := now()
 		actx, acancel := context.WithTimeout(ctx, releaseAttemptTimeout)
-		res, err := c.backend.Release(actx, req)
+		res, err := c.opsOr(ops).release(actx, req)
 		acancel()
 		if err == nil {
 			if !res.Held && mayHaveApplied {
@@ -169,6 +174,7 @@ type releaser struct {
 // giveUp.
 type pendingRelease struct {
 	req    ReleaseRequest
+	ops    holdOps // the calls of the hold's kind; nil: a plain lock
 	giveUp time.Time
 }
 
@@ -190,8 +196,11 @@ func newReleaser(c *Client) *releaser {
 	return r
 }
 
-// add queues a release of a hold with lease ttl.
-func (r *releaser) add(req ReleaseRequest, ttl time.Duration) {
+// add queues a release of a plain lock's hold with lease ttl.
+func (r *releaser) add(req ReleaseRequest, ttl time.Duration) { r.addOps(nil, req, ttl) }
+
+// addOps queues a release of a hold kept by ops (nil: a plain lock).
+func (r *releaser) addOps(ops holdOps, req ReleaseRequest, ttl time.Duration) {
 	giveUp := time.Now().Add(max(2*ttl, time.Minute))
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -206,7 +215,7 @@ func (r *releaser) add(req ReleaseRequest, ttl time.Duration) {
 		r.c.log.Warn("fencelock: too many releases pending; dropped the oldest, whose hold will lapse on the server",
 			"key", dropped.req.Key, "token", shortToken(dropped.req.Token))
 	}
-	r.pending = append(r.pending, pendingRelease{req: req, giveUp: giveUp})
+	r.pending = append(r.pending, pendingRelease{req: req, ops: ops, giveUp: giveUp})
 	if !r.running {
 		r.running = true
 		r.idle = make(chan struct{})
@@ -230,7 +239,7 @@ func (r *releaser) run(idle chan struct{}) {
 		r.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(r.ctx, releaseAttemptTimeout)
-		res, err := r.c.backend.Release(ctx, p.req)
+		res, err := r.c.opsOr(p.ops).release(ctx, p.req)
 		cancel()
 		log := r.c.log
 		switch {
@@ -238,7 +247,7 @@ func (r *releaser) run(idle chan struct{}) {
 			backoff = minReleaseBackoff
 			if res.Held {
 				log.Info("fencelock: released in the background", "key", p.req.Key, "token", shortToken(p.req.Token))
-				if res.Remaining == 0 {
+				if res.Remaining == 0 && p.ops == nil {
 					r.c.queues.released(p.req.Key)
 				}
 			}

@@ -74,7 +74,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 				// before it lapses, rather than after a backoff.
 				continue
 			}
-			if w.place == nil && !cfg.fair { // a fair waiter's line is the server's
+			if w.place == nil && !cfg.fair && cfg.prim == nil { // a fair waiter's line is the server's
 				w.place = c.queues.join(req.Key)
 				if w.place.turnTaken = w.place.isHead(); !w.place.turnTaken {
 					continue // wait for our turn, then attempt
@@ -143,7 +143,7 @@ func (w *waiter) hasDeadline() bool {
 // single attempt does not wait at all.
 func (w *waiter) linesUp() bool {
 	_, reentrant := OwnerFromContext(w.parent)
-	return !reentrant && !w.singleAttempt() && !w.cfg.fair
+	return !reentrant && !w.singleAttempt() && !w.cfg.fair && w.cfg.prim == nil
 }
 
 // awaitTurn waits until the call is at the head of its line (at once when it
@@ -217,6 +217,11 @@ func (w *waiter) subscribe() bool {
 	switch {
 	case w.watch != nil || w.watchFailed:
 		return false
+	case w.cfg.prim != nil:
+		if w.cfg.prim.watch == nil {
+			return false
+		}
+		watch, err = w.cfg.prim.watch(w.ctx, w.req.Namespace, w.req.Key)
 	case w.cfg.fair:
 		watch, err = w.c.fair.WatchTurn(w.ctx, w.req.Namespace, w.req.Key, w.req.Token)
 	case w.c.notifier != nil:
@@ -255,6 +260,9 @@ func (w *waiter) sleep() bool {
 	if w.cfg.fair {
 		delay = min(delay, fairRenewPlace) // keep the place in line
 	}
+	if p := w.cfg.prim; p != nil && p.keepAlive > 0 {
+		delay = min(delay, p.keepAlive) // keep what the attempts renew (a writer's intent)
+	}
 	if w.timer == nil {
 		w.timer = time.NewTimer(delay)
 	} else {
@@ -282,11 +290,15 @@ func (w *waiter) giveUp() error {
 		// An attempt may have taken the lock although no reply said so:
 		// release it, and have the backend refuse a copy still on its way.
 		// (The release also takes a fair waiter out of the line.)
-		w.c.releaser.add(ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+		w.c.releaser.addOps(w.ops(), ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
 	case w.cfg.fair && w.attempts > 0 && !w.singleAttempt():
 		// Leave the line at once, rather than hold it up until the
 		// place lapses.
 		w.c.releaser.add(ReleaseRequest{LockRef: w.req.LockRef}, FairPlaceLease)
+	case w.cfg.prim != nil && w.cfg.prim.keepAlive > 0 && w.attempts > 0 && !w.singleAttempt():
+		// Withdraw what the attempts registered (a writer's intent),
+		// rather than hold others up until it lapses.
+		w.c.releaser.addOps(w.cfg.prim.ops, ReleaseRequest{LockRef: w.req.LockRef}, 3*w.cfg.prim.keepAlive)
 	}
 	var cause error
 	switch {
@@ -331,4 +343,13 @@ func drain(c <-chan struct{}) {
 	case <-c:
 	default:
 	}
+}
+
+// ops are the calls that keep the hold the waiter is after (nil: a plain
+// lock).
+func (w *waiter) ops() holdOps {
+	if w.cfg.prim == nil {
+		return nil
+	}
+	return w.cfg.prim.ops
 }

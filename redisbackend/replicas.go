@@ -131,6 +131,12 @@ func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k l
 // pipeline of renewals followed by a WAIT. Renewals of a master whose WAIT
 // came short fail with ErrNotReplicated.
 func (b *Backend) renewAcked(ctx context.Context, calls []call) []fencelock.RenewResult {
+	return b.renewAckedWith(ctx, renewScript, calls)
+}
+
+// renewAckedWith is renewAcked for the renewal script s (a lock's, or that
+// of the holds of semaphores and read-write locks).
+func (b *Backend) renewAckedWith(ctx context.Context, s script, calls []call) []fencelock.RenewResult {
 	results := make([]fencelock.RenewResult, len(calls))
 	byConn := make(map[redis.UniversalClient][]int)
 	var order []redis.UniversalClient
@@ -151,7 +157,7 @@ func (b *Backend) renewAcked(ctx context.Context, calls []call) []fencelock.Rene
 		for j, i := range idx {
 			batch[j] = calls[i]
 		}
-		cmds, acks, waitErr := b.scripts.runBatchAcked(ctx, conn, renewScript, batch, b.ack)
+		cmds, acks, waitErr := b.scripts.runBatchAcked(ctx, conn, s, batch, b.ack)
 		for j, i := range idx {
 			n, err := cmds[j].Int64()
 			switch {

@@ -291,6 +291,9 @@ var scriptCount int
 
 func newScript(src string) script {
 	scriptCount++
+	if scriptCount > maxScripts {
+		panic("redisbackend: more scripts than maxScripts")
+	}
 	sum := sha1.Sum([]byte(src))
 	return script{src: src, sha: hex.EncodeToString(sum[:]), id: scriptCount - 1}
 }
@@ -395,8 +398,12 @@ func send(ctx context.Context, p processor, cmd *redis.Cmd, callCtx context.Cont
 // that the first run of each is one round trip (EVAL loads it) rather than a
 // NOSCRIPT reply followed by EVAL.
 type scriptCache struct {
-	sent [8]atomic.Bool
+	sent [maxScripts]atomic.Bool
 }
+
+// maxScripts bounds the scripts of the package (newScript panics beyond
+// it): room for every primitive's scripts.
+const maxScripts = 32
 
 // run runs s in one round trip (two after the server's cache was lost).
 func (c *scriptCache) run(ctx context.Context, rdb redis.UniversalClient, s script, keys []string, args ...any) *redis.Cmd {

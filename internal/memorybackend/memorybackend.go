@@ -124,6 +124,7 @@ type Backend struct {
 	locks    map[lockID]*lock
 	watchers map[lockID]map[chan struct{}]struct{}
 	fair     fairState     // lines of fair waiters (fair.go)
+	holds    holdState     // semaphores and read-write locks (semaphore.go)
 	faults   []*faultEntry // in injection order; the newest match applies
 	paused   int           // Pause calls not yet resumed
 	queue    []*request    // requests that arrived while paused, in order

@@ -1,0 +1,416 @@
+package memorybackend
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// Semaphores (fencelock.SemaphoreBackend) and read-write locks
+// (fencelock.RWLockBackend) keep their holds alike: a set of tokens, each
+// with its lease and fence, one fence counter per semaphore or read-write
+// lock, and for a read-write lock the writer and the intents of waiting
+// writers. They are apart from the plain lock of the same name. Every
+// operation is one of Acquire, Release, Renew or TTL for faults and Calls.
+
+var (
+	_ fencelock.SemaphoreBackend = (*Backend)(nil)
+	_ fencelock.RWLockBackend    = (*Backend)(nil)
+)
+
+// holdState is the Backend's semaphores and read-write locks, and the
+// watches of their releases. Guarded by Backend.mu.
+type holdState struct {
+	sets     map[holdID]*holdSet
+	watchers map[holdID]map[chan struct{}]struct{}
+}
+
+// holdID names a semaphore or a read-write lock.
+type holdID struct {
+	rw             bool
+	namespace, key string
+}
+
+// holdSet is the state of one semaphore or read-write lock. It is never
+// deleted, so that its fence counter is never reset.
+type holdSet struct {
+	holds      map[string]holdEntry // live holds by token
+	counter    int64                // the last fence minted
+	writer     string               // rw: the writer's token while it holds the lock
+	intents    map[string]time.Time // rw: waiting writers' intents, by token, with when each lapses
+	tombstones map[string]time.Time
+}
+
+type holdEntry struct {
+	end   time.Time
+	fence int64
+}
+
+// set returns the semaphore or read-write lock id, creating it (empty).
+func (h *holdState) set(id holdID) *holdSet {
+	if h.sets == nil {
+		h.sets = map[holdID]*holdSet{}
+	}
+	s := h.sets[id]
+	if s == nil {
+		s = &holdSet{holds: map[string]holdEntry{}, intents: map[string]time.Time{}, tombstones: map[string]time.Time{}}
+		h.sets[id] = s
+	}
+	return s
+}
+
+// prune drops what ended by now: holds, the writer mark, intents and
+// tombstones.
+func (s *holdSet) prune(now time.Time) {
+	maps.DeleteFunc(s.holds, func(_ string, h holdEntry) bool { return !h.end.After(now) })
+	if _, ok := s.holds[s.writer]; !ok {
+		s.writer = ""
+	}
+	maps.DeleteFunc(s.intents, func(_ string, end time.Time) bool { return !end.After(now) })
+	maps.DeleteFunc(s.tombstones, func(_ string, end time.Time) bool { return !end.After(now) })
+}
+
+// ends returns the lease ends of the live holds, sorted.
+func (s *holdSet) ends() []time.Time {
+	ends := make([]time.Time, 0, len(s.holds))
+	for _, h := range s.holds {
+		ends = append(ends, h.end)
+	}
+	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
+	return ends
+}
+
+// waitFor is a refused acquire's HolderTTL: the time until end (at least
+// 1ms), or 0 when end is zero (unknown).
+func waitFor(end, now time.Time) time.Duration {
+	if end.IsZero() {
+		return 0
+	}
+	return max(end.Sub(now), time.Millisecond)
+}
+
+// take gives token a new hold with a new fence.
+func (s *holdSet) take(now time.Time, req fencelock.AcquireRequest) fencelock.AcquireResult {
+	s.counter = max(s.counter, req.FenceFloor) + 1
+	s.holds[req.Token] = holdEntry{end: now.Add(req.TTL), fence: s.counter}
+	return fencelock.AcquireResult{Acquired: true, Fence: s.counter, Holds: 1}
+}
+
+// retry restarts the lease of token's live hold (a retry of an acquire
+// whose reply was lost); ok is false when it has none.
+func (s *holdSet) retry(now time.Time, req fencelock.AcquireRequest) (res fencelock.AcquireResult, ok bool) {
+	h, ok := s.holds[req.Token]
+	if !ok {
+		return res, false
+	}
+	h.end = now.Add(req.TTL)
+	s.holds[req.Token] = h
+	return fencelock.AcquireResult{Acquired: true, Fence: h.fence, Holds: 1}, true
+}
+
+// acquirePermit is AcquirePermit applied to s.
+func (s *holdSet) acquirePermit(now time.Time, req fencelock.PermitRequest) fencelock.AcquireResult {
+	s.prune(now)
+	var first time.Time
+	if ends := s.ends(); len(ends) > 0 {
+		first = ends[0]
+	}
+	if _, ok := s.tombstones[req.Token]; ok {
+		return fencelock.AcquireResult{HolderTTL: waitFor(first, now)}
+	}
+	if res, ok := s.retry(now, req.AcquireRequest); ok {
+		return res
+	}
+	if len(s.holds) < req.Permits {
+		return s.take(now, req.AcquireRequest)
+	}
+	return fencelock.AcquireResult{HolderTTL: waitFor(first, now)}
+}
+
+// acquireRW is AcquireRW applied to s.
+func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.AcquireResult {
+	s.prune(now)
+	ends := s.ends()
+	var last time.Time
+	if len(ends) > 0 {
+		last = ends[len(ends)-1]
+	}
+	if _, ok := s.tombstones[req.Token]; ok {
+		delete(s.intents, req.Token)
+		return fencelock.AcquireResult{HolderTTL: waitFor(last, now)}
+	}
+	if res, ok := s.retry(now, req.AcquireRequest); ok {
+		return res
+	}
+	if req.Write {
+		if len(s.holds) == 0 {
+			delete(s.intents, req.Token)
+			s.writer = req.Token
+			return s.take(now, req.AcquireRequest)
+		}
+		if req.Intent > 0 {
+			s.intents[req.Token] = now.Add(req.Intent)
+		}
+		return fencelock.AcquireResult{HolderTTL: waitFor(last, now)}
+	}
+	if s.writer == "" && len(s.intents) == 0 {
+		return s.take(now, req.AcquireRequest)
+	}
+	// The writer's lease, or the earliest intent (it may lapse), bounds
+	// the wait.
+	var until time.Time
+	if s.writer != "" {
+		until = s.holds[s.writer].end
+	}
+	for _, end := range s.intents {
+		if until.IsZero() || end.Before(until) {
+			until = end
+		}
+	}
+	return fencelock.AcquireResult{HolderTTL: waitFor(until, now)}
+}
+
+// release gives up token's hold, or withdraws its intent. wake reports
+// whether the release may let a waiter in (see the interfaces' contracts).
+func (s *holdSet) release(now time.Time, rw bool, req fencelock.ReleaseRequest) (res fencelock.ReleaseResult, wake bool) {
+	if req.Tombstone > 0 {
+		end := now.Add(req.Tombstone)
+		if old, ok := s.tombstones[req.Token]; !ok || old.Before(end) {
+			s.tombstones[req.Token] = end
+		}
+	}
+	h, had := s.holds[req.Token]
+	_, intent := s.intents[req.Token]
+	delete(s.holds, req.Token)
+	delete(s.intents, req.Token)
+	wasWriter := had && s.writer == req.Token
+	if wasWriter {
+		s.writer = ""
+	}
+	s.prune(now)
+	wake = had
+	if rw {
+		wake = wasWriter || (had && len(s.holds) == 0) || (intent && len(s.intents) == 0)
+	}
+	return fencelock.ReleaseResult{Held: had && h.end.After(now)}, wake
+}
+
+// renew sets the lease of token's live hold to ttl from now.
+func (s *holdSet) renew(now time.Time, req fencelock.RenewRequest) bool {
+	h, ok := s.holds[req.Token]
+	if !ok || !h.end.After(now) {
+		return false
+	}
+	h.end = now.Add(req.TTL)
+	s.holds[req.Token] = h
+	return true
+}
+
+// AcquirePermit implements fencelock.SemaphoreBackend.
+func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (fencelock.AcquireResult, error) {
+	if err := checkHoldAcquire(req.AcquireRequest); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	if req.Permits < 1 {
+		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "semaphore permits", Value: req.Permits, Reason: "must be at least 1"}
+	}
+	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
+		return b.holds.set(holdIDOf(false, req.LockRef)).acquirePermit(now, req), nil
+	})
+}
+
+// AcquireRW implements fencelock.RWLockBackend.
+func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (fencelock.AcquireResult, error) {
+	if err := checkHoldAcquire(req.AcquireRequest); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	if req.Intent < 0 {
+		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "intent", Value: req.Intent, Reason: "must not be negative"}
+	}
+	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
+		return b.holds.set(holdIDOf(true, req.LockRef)).acquireRW(now, req), nil
+	})
+}
+
+// ReleasePermit implements fencelock.SemaphoreBackend. Watchers are woken
+// when a permit is released.
+func (b *Backend) ReleasePermit(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	return b.releaseHold(ctx, false, req)
+}
+
+// ReleaseRW implements fencelock.RWLockBackend. Watchers are woken by the
+// release of the writer or of the last reader, and by the withdrawal of the
+// last intent.
+func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	return b.releaseHold(ctx, true, req)
+}
+
+func (b *Backend) releaseHold(ctx context.Context, rw bool, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	if err := checkRef(req.LockRef); err != nil {
+		return fencelock.ReleaseResult{}, err
+	}
+	return do(b, ctx, Release, func(now time.Time) (fencelock.ReleaseResult, error) {
+		id := holdIDOf(rw, req.LockRef)
+		res, wake := b.holds.set(id).release(now, rw, req)
+		if wake {
+			for c := range b.holds.watchers[id] {
+				select {
+				case c <- struct{}{}:
+				default:
+				}
+			}
+		}
+		return res, nil
+	})
+}
+
+// RenewPermits implements fencelock.SemaphoreBackend: the batch is one
+// call, as for Renew.
+func (b *Backend) RenewPermits(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	return b.renewHolds(ctx, false, reqs)
+}
+
+// RenewRW implements fencelock.RWLockBackend: the batch is one call, as for
+// Renew.
+func (b *Backend) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	return b.renewHolds(ctx, true, reqs)
+}
+
+func (b *Backend) renewHolds(ctx context.Context, rw bool, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	for _, r := range reqs {
+		if err := checkRef(r.LockRef); err != nil {
+			return nil, err
+		}
+		if err := checkTTL(r.TTL); err != nil {
+			return nil, err
+		}
+	}
+	reqs = slices.Clone(reqs) // applied later, maybe after the call returned
+	return do(b, ctx, Renew, func(now time.Time) ([]fencelock.RenewResult, error) {
+		results := make([]fencelock.RenewResult, len(reqs))
+		for i, r := range reqs {
+			if s := b.holds.sets[holdIDOf(rw, r.LockRef)]; s != nil {
+				results[i].Held = s.renew(now, r)
+			}
+		}
+		return results, nil
+	})
+}
+
+// PermitTTL implements fencelock.SemaphoreBackend.
+func (b *Backend) PermitTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+	return b.holdTTL(ctx, false, ref)
+}
+
+// RWTTL implements fencelock.RWLockBackend.
+func (b *Backend) RWTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+	return b.holdTTL(ctx, true, ref)
+}
+
+func (b *Backend) holdTTL(ctx context.Context, rw bool, ref fencelock.LockRef) (time.Duration, error) {
+	if err := checkRef(ref); err != nil {
+		return 0, err
+	}
+	return do(b, ctx, TTL, func(now time.Time) (time.Duration, error) {
+		if s := b.holds.sets[holdIDOf(rw, ref)]; s != nil {
+			if h, ok := s.holds[ref.Token]; ok && h.end.After(now) {
+				return h.end.Sub(now), nil
+			}
+		}
+		return 0, fmt.Errorf("memorybackend: TTL of %q in namespace %q, token %q: %w",
+			ref.Key, ref.Namespace, ref.Token, fencelock.ErrNotHeld)
+	})
+}
+
+// WatchPermits implements fencelock.SemaphoreBackend, as WatchReleases
+// does for locks.
+func (b *Backend) WatchPermits(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	return b.watchHolds(ctx, holdID{false, namespace, key})
+}
+
+// WatchRW implements fencelock.RWLockBackend, as WatchReleases does for
+// locks.
+func (b *Backend) WatchRW(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	return b.watchHolds(ctx, holdID{true, namespace, key})
+}
+
+func (b *Backend) watchHolds(ctx context.Context, id holdID) (*fencelock.Watch, error) {
+	if err := checkKey(id.key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := make(chan struct{}, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if b.holds.watchers == nil {
+		b.holds.watchers = map[holdID]map[chan struct{}]struct{}{}
+	}
+	if b.holds.watchers[id] == nil {
+		b.holds.watchers[id] = map[chan struct{}]struct{}{}
+	}
+	b.holds.watchers[id][c] = struct{}{}
+	return fencelock.NewWatch(c, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.holds.watchers[id], c)
+		if len(b.holds.watchers[id]) == 0 {
+			delete(b.holds.watchers, id)
+		}
+	}), nil
+}
+
+// HoldState is the state of a semaphore or read-write lock, for tests.
+type HoldState struct {
+	Holds   map[string]time.Time // live holds: token → lease end
+	Fences  map[string]int64     // live holds: token → fence
+	Writer  string               // read-write lock: the writer's token while it holds the lock
+	Intents []string             // read-write lock: tokens of waiting writers with a live intent, sorted
+	Counter int64                // the last fence minted
+}
+
+// SemaphoreState returns the live permits of the semaphore named key.
+func (b *Backend) SemaphoreState(namespace, key string) HoldState {
+	return b.holdState(holdID{false, namespace, key})
+}
+
+// RWState returns the live holds and intents of the read-write lock named
+// key.
+func (b *Backend) RWState(namespace, key string) HoldState {
+	return b.holdState(holdID{true, namespace, key})
+}
+
+func (b *Backend) holdState(id holdID) HoldState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := HoldState{Holds: map[string]time.Time{}, Fences: map[string]int64{}}
+	s := b.holds.sets[id]
+	if s == nil {
+		return st
+	}
+	s.prune(time.Now())
+	for tok, h := range s.holds {
+		st.Holds[tok], st.Fences[tok] = h.end, h.fence
+	}
+	st.Writer, st.Counter = s.writer, s.counter
+	st.Intents = slices.Sorted(maps.Keys(s.intents))
+	return st
+}
+
+func holdIDOf(rw bool, ref fencelock.LockRef) holdID { return holdID{rw, ref.Namespace, ref.Key} }
+
+// checkHoldAcquire validates an acquire of a permit or a read-write hold.
+func checkHoldAcquire(req fencelock.AcquireRequest) error {
+	if err := checkRef(req.LockRef); err != nil {
+		return err
+	}
+	return checkTTL(req.TTL)
+}

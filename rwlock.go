@@ -1,0 +1,190 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// RWLockBackend is implemented by backends that keep read-write locks
+// (Client.RWLock). The Redis and memory backends do; with a backend that
+// lacks it, acquiring fails with an error matching ErrUnsupported.
+//
+// A read-write lock, named by Namespace and Key, is apart from the plain
+// lock and the semaphore of the same name. The contract, per read-write
+// lock:
+//   - Every hold, read or write, has a lease of its own counted by the
+//     store's clock and is identified by its Token; a hold whose lease has
+//     ended is gone (every call first drops those).
+//   - AcquireRW is atomic. A writer gets the lock only when it has no live
+//     hold at all; a reader only when no writer holds it and no writer's
+//     intent is live. Each grant mints a fence strictly greater than every
+//     fence minted before for the lock (readers and writers share one
+//     counter) and than req.FenceFloor, in the same step.
+//   - A writer refused with req.Intent > 0 registers its intent to write
+//     (or renews it) for Intent from now; a live intent refuses new
+//     readers (writer preference) and lapses unless renewed, so a writer
+//     that died blocks readers for the rest of its intent at most. Taking
+//     the lock, and any release by its Token, withdraws the writer's
+//     intent; a release that finds only an intent reports Held false.
+//   - A Token that holds a live hold is a retry: it succeeds with the same
+//     fence and sets the lease to TTL from now. Tombstones refuse a token
+//     as for the lock. Owner is ignored: holds are not re-entrant.
+//   - ReleaseRW, RenewRW and RWTTL act only on the Token's hold, as
+//     Release, Renew and TTL do on a hold of the lock; renewal never
+//     re-creates a lapsed hold. ReleaseResult.Remaining is 0.
+//   - A refused acquire reports in HolderTTL the time until the lock may
+//     let it in: for a writer, until the last live hold's lease ends; for a
+//     reader, until the writer's lease or the earliest intent ends.
+//   - WatchRW delivers a value when a release may let a waiter in: the
+//     writer's release, the last reader's release, or the withdrawal of
+//     the last intent, after an acquire was refused. A backend without
+//     notifications returns an error (waiters then poll).
+type RWLockBackend interface {
+	AcquireRW(ctx context.Context, req RWRequest) (AcquireResult, error)
+	ReleaseRW(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
+	RenewRW(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error)
+	RWTTL(ctx context.Context, ref LockRef) (time.Duration, error)
+	WatchRW(ctx context.Context, namespace, key string) (*Watch, error)
+}
+
+// RWRequest is one attempt to take a read-write lock.
+type RWRequest struct {
+	AcquireRequest
+	// Write asks for the exclusive (write) hold; false asks for a shared
+	// (read) hold.
+	Write bool
+	// Intent, for a writer, is how long a refused attempt registers the
+	// writer's intent, which keeps new readers out. 0: register nothing
+	// (a single attempt). Ignored for readers.
+	Intent time.Duration
+}
+
+// WriterIntentLease is how long a waiting writer's intent stays registered
+// on the server without being renewed; the writer renews it every third of
+// that while it waits. New readers wait while any writer's intent is live,
+// so a writer that crashes or is paused keeps readers out for this long at
+// most.
+const WriterIntentLease = 2 * time.Second
+
+// RWLock is a read-write lock shared by every Client of the same backend
+// and namespace: any number of readers at once, or one writer. Make one
+// with Client.RWLock; it keeps no state and is safe for concurrent use.
+//
+// Each read or write hold is a *Lock with a fence of its own (readers and
+// writers of the lock draw from one counter, so every fence is greater than
+// those of all earlier holds), a lease of its own, renewed by the Client's
+// lease keeper independently of the other holds (WithAutoRenew, Refresh),
+// and the loss signals of a Lock (Done, Err, Context: ErrLost).
+//
+// Writers are preferred: a writer that waits registers its intent on the
+// server, and from then on new readers wait until the writer has had the
+// lock (readers that hold it keep it until they release it or their leases
+// end). A writer never gets the lock while any reader's lease is live. So,
+// as with sync.RWMutex, a holder of a read hold must not take another read
+// hold of the same lock while a writer may be waiting: it would wait for a
+// writer that waits for it (until a lease ends). Holds are not re-entrant;
+// WithOwner is ignored.
+//
+// A read-write lock is apart from the plain lock and the semaphore of the
+// same name: they never block each other.
+type RWLock struct {
+	c           *Client
+	name        string
+	read, write *primitive // nil when the backend has no read-write locks
+}
+
+// RWLock returns the read-write lock called name. It does not contact the
+// backend. An empty name or a backend that does not implement
+// RWLockBackend make every acquire fail, with an error matching
+// ErrInvalidArgument or ErrUnsupported.
+func (c *Client) RWLock(name string) *RWLock {
+	rw := &RWLock{c: c, name: name}
+	if c == nil || c.prims.rw == nil {
+		return rw
+	}
+	ops := c.prims.rw
+	mode := func(write bool) *primitive {
+		p := &primitive{
+			ops: ops,
+			acquire: func(ctx context.Context, req AcquireRequest, single bool) (AcquireResult, error) {
+				r := RWRequest{AcquireRequest: req, Write: write}
+				if write && !single {
+					r.Intent = WriterIntentLease
+				}
+				return ops.b.AcquireRW(ctx, r)
+			},
+			watch: ops.b.WatchRW,
+		}
+		if write {
+			p.keepAlive = WriterIntentLease / 3
+		}
+		return p
+	}
+	rw.read, rw.write = mode(false), mode(true)
+	return rw
+}
+
+// Name returns the lock's name, without namespace.
+func (rw *RWLock) Name() string { return rw.name }
+
+// TryAcquireRead makes one attempt to take a read hold with a lease of ttl.
+// It returns an error matching ErrNotAcquired when a writer holds the lock
+// or waits for it, and otherwise behaves as Client.TryAcquire.
+func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return rw.acquire(ctx, ttl, opts, rw.read, true)
+}
+
+// AcquireRead takes a read hold with a lease of ttl, waiting while a writer
+// holds the lock or waits for it. The options and errors are those of
+// Client.Acquire.
+func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return rw.acquire(ctx, ttl, opts, rw.read, false)
+}
+
+// TryAcquireWrite makes one attempt to take the write hold with a lease of
+// ttl. It returns an error matching ErrNotAcquired when any hold is live,
+// and registers no intent.
+func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return rw.acquire(ctx, ttl, opts, rw.write, true)
+}
+
+// AcquireWrite takes the write hold with a lease of ttl, waiting until no
+// reader's or writer's lease is live. While it waits, its intent keeps new
+// readers out (see WriterIntentLease); it withdraws the intent when it
+// gives up. The options and errors are those of Client.Acquire.
+func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return rw.acquire(ctx, ttl, opts, rw.write, false)
+}
+
+// acquire is the body of the four acquire methods; prim is the read or
+// the write hold's.
+func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []AcquireOption, prim *primitive, single bool) (*Lock, error) {
+	if rw == nil || rw.c == nil {
+		return nil, errNilClient
+	}
+	check := func() error {
+		if prim == nil {
+			return lockError("acquire", rw.name, fmt.Errorf(
+				"%w: read-write locks need a backend that implements fencelock.RWLockBackend; %T does not", ErrUnsupported, rw.c.backend))
+		}
+		return nil
+	}
+	return rw.c.acquireHold(ctx, rw.name, ttl, opts, check, prim, single)
+}
+
+// rwOps keep read and write holds (holdOps). One per Client, so that the
+// renewals of every read-write lock's holds go in one batch.
+type rwOps struct{ b RWLockBackend }
+
+func (o *rwOps) renew(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error) {
+	return o.b.RenewRW(ctx, reqs)
+}
+
+func (o *rwOps) release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
+	return o.b.ReleaseRW(ctx, req)
+}
+
+func (o *rwOps) ttl(ctx context.Context, ref LockRef) (time.Duration, error) {
+	return o.b.RWTTL(ctx, ref)
+}

@@ -181,8 +181,8 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 			info, err := c.inspect(ctx, inspector, key)
 			var wait time.Duration
 			switch {
-			case err != nil && ctx.Err() != nil:
-				return
+			case err != nil && (ctx.Err() != nil || c.closed()):
+				return // the end of the loop, not a failure to report
 			case err != nil:
 				if !yield(Leader{}, err) {
 					return

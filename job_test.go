@@ -342,3 +342,63 @@ func TestJobChild(t *testing.T) {
 		fmt.Printf("RAN %d\n", ran)
 	}
 }
+
+// Attempts for one tick at the same instant: exactly one runs, whichever
+// reaches the store first; the others re-enter its hold and step back.
+func TestJobSimultaneousAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		job := fencelock.Job{Name: "same-instant", Period: time.Minute, LockAtLeast: time.Second, LockAtMost: time.Minute}
+		tick := time.Now()
+		var runs, skips atomic32
+		var wg sync.WaitGroup
+		for i := range 5 {
+			c := e.client(fmt.Sprint("c", i))
+			wg.Go(func() {
+				ran, err := c.RunJob(context.Background(), job, tick, func(context.Context, *fencelock.Lock) error {
+					runs.set(e.now())
+					return nil
+				})
+				if err != nil {
+					t.Errorf("RunJob: %v", err)
+				}
+				if !ran {
+					skips.set(e.now())
+				}
+			})
+		}
+		wg.Wait()
+		if runs.n != 1 || skips.n != 4 {
+			t.Errorf("%d runs and %d skips of one tick by 5 instances, want 1 and 4", runs.n, skips.n)
+		}
+		if s := e.state("job:same-instant"); len(s.Holds) != 1 {
+			t.Errorf("holds left: %+v, want only the run's, until LockAtLeast", s)
+		}
+	})
+}
+
+// A run that outlasts LockAtMost has its context cancelled (cause ErrLost)
+// before the lease ends; RunJob reports the loss, and the job is free.
+func TestJobRunOutlastsLockAtMost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		c := e.client("a")
+		job := fencelock.Job{Name: "overrun", LockAtMost: 2 * time.Second}
+		var stoppedAt time.Duration
+		ran, err := c.RunJob(context.Background(), job, time.Now(), func(ctx context.Context, _ *fencelock.Lock) error {
+			<-ctx.Done()
+			stoppedAt = e.now()
+			return context.Cause(ctx)
+		})
+		if !ran || !errors.Is(err, fencelock.ErrLost) {
+			t.Errorf("ran %v, %v; want ran and ErrLost", ran, err)
+		}
+		if stoppedAt != 1800*time.Millisecond {
+			t.Errorf("run told to stop at %v, want 1.8s (LockAtMost less the 10%% margin)", stoppedAt)
+		}
+		synctest.Wait()
+		if e.state("job:overrun").Held() {
+			t.Error("the job is still held after the lost run")
+		}
+	})
+}

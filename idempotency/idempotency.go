@@ -48,11 +48,43 @@
 //     is marked failed, and the next request with the same key runs op
 //     again. If the request's lock was lost while op ran, op's context was
 //     cancelled with cause fencelock.ErrLost, which op typically returns.
-//   - anything else: an invalid argument, an error of ctx (the caller gave
-//     up), or a store query that failed for another reason than an outage.
+//   - ErrPayloadMismatch (422, do not retry): the request key was first
+//     used with another payload (WithFingerprint); nothing was run.
+//   - ErrInvalidArgument (400): a scope or request key that cannot be
+//     stored (empty, longer than MaxKeyLen bytes, invalid UTF-8, or with a
+//     NUL byte, which PostgreSQL refuses), a nil operation, a bad option.
+//     It also matches fencelock.ErrInvalidArgument.
+//   - anything else: an error of ctx (the caller gave up), or a store
+//     query that failed for another reason than an outage.
 //
 // A retry after ErrUnavailable is safe: a run that committed before the
 // outage is replayed, and one that did not is run again, at most once.
+//
+// # One key, one payload
+//
+// Without a fingerprint, a duplicate gets the first response whatever it
+// carries. Pass WithFingerprint(payload) to Do, the request's content in a
+// canonical form: the record keeps its SHA-256, and a later request with
+// the same key and another payload gets ErrPayloadMismatch instead of a
+// response that answers a different request.
+//
+// # What is kept, and for how long
+//
+// Each request leaves two things behind:
+//
+//   - its record in the SQL table, until Store.Purge deletes it. Run Purge
+//     periodically (from one instance: Client.RunJob) with an age longer
+//     than clients retry a request (a day is common): a request whose
+//     record was purged runs again if it comes back.
+//   - in Redis, its lock's fence counter (the lock itself goes at release).
+//     With redisbackend's defaults a counter never expires, so one key per
+//     request number piles up forever. Build the backend with
+//     redisbackend.WithFenceCounterExpiry (24h, say) for the lock client
+//     a Guard uses: idle counters then expire, and a counter made again
+//     starts from the server's clock in microseconds, above every fence
+//     handed out before, so records keep being taken over only by newer
+//     runs. The counter's key is
+//     "<namespace>:{idempotency:<len(scope)>:<scope>:<key>}:fence".
 package idempotency
 
 import (
@@ -140,24 +172,45 @@ func New(locks *fencelock.Client, store *Store, opts ...Option) *Guard {
 // the lock service or the record store could not be reached (matching
 // fencelock.ErrUnavailable too when the lock service was the cause), or
 // op's error (the request is then marked failed and may be retried), or
-// ErrSuperseded. The package doc says what each means.
-func (g *Guard) Do(ctx context.Context, scope, key string, op Operation) (Result, error) {
-	if scope == "" {
-		return Result{}, errors.New(`idempotency: invalid scope "": must not be empty`)
+// ErrSuperseded, or ErrPayloadMismatch (WithFingerprint), or an error
+// matching ErrInvalidArgument for a scope or key that cannot be stored
+// (empty, longer than MaxKeyLen, invalid UTF-8, a NUL byte). The package
+// doc says what each means.
+func (g *Guard) Do(ctx context.Context, scope, key string, op Operation, opts ...DoOption) (Result, error) {
+	if err := checkKey("scope", scope); err != nil {
+		return Result{}, err
 	}
-	if key == "" {
-		return Result{}, errors.New(`idempotency: invalid request key "": must not be empty`)
+	if err := checkKey("request key", key); err != nil {
+		return Result{}, err
 	}
 	if op == nil {
-		return Result{}, errors.New("idempotency: invalid operation nil")
+		return Result{}, invalid("operation", nil, "must not be nil")
 	}
-	if g.lockTTL < 3*time.Millisecond || g.wait < 0 {
-		return Result{}, fmt.Errorf("idempotency: invalid options: lock ttl %v, wait %v", g.lockTTL, g.wait)
+	if g.locks == nil {
+		return Result{}, invalid("lock client", nil, "New needs a *fencelock.Client")
+	}
+	if g.store == nil {
+		return Result{}, invalid("store", nil, "New needs a *Store (NewStore)")
+	}
+	if g.lockTTL < 3*time.Millisecond {
+		return Result{}, invalid("WithLockTTL", g.lockTTL, "must be at least 3ms")
+	}
+	if g.wait < 0 {
+		return Result{}, invalid("WithWait", g.wait, "must not be negative")
+	}
+	var c call
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
 	}
 
-	// Fast path: a finished request is replayed without taking the lock.
+	// Fast path: a finished request is replayed without taking the lock,
+	// and a key used with another payload is refused whatever its state.
 	if rec, err := g.store.get(ctx, scope, key); err != nil {
 		return Result{}, err
+	} else if mismatch(rec.fingerprint, c.fingerprint) {
+		return Result{}, fmt.Errorf("%w: %s %q", ErrPayloadMismatch, scope, key)
 	} else if rec.state == stateDone {
 		return Result{Response: rec.response, Replayed: true}, nil
 	}
@@ -179,12 +232,15 @@ func (g *Guard) Do(ctx context.Context, scope, key string, op Operation) (Result
 	}
 	defer lk.Release(ctx)
 
-	rec, claimed, err := g.store.claim(ctx, scope, key, lk.Fence())
+	rec, claimed, err := g.store.claim(ctx, scope, key, lk.Fence(), c.fingerprint)
 	if err != nil {
 		return Result{}, err
 	}
 	if !claimed {
-		if rec.state == stateDone {
+		switch {
+		case mismatch(rec.fingerprint, c.fingerprint):
+			return Result{}, fmt.Errorf("%w: %s %q", ErrPayloadMismatch, scope, key)
+		case rec.state == stateDone:
 			return Result{Response: rec.response, Replayed: true}, nil
 		}
 		return Result{}, fmt.Errorf("%w: %s %q", ErrSuperseded, scope, key)

@@ -29,6 +29,8 @@ type analysisInput struct {
 
 	stopped string // why the run was cut short (Ctrl-C, timeout); "" if it was not
 
+	fair *fairObserved // the fair scenario's runs and kill
+
 	storeToken int64 // the token the store holds at the end (0: none)
 	lockLeft   bool  // the lock key still existed after every worker had ended
 }
@@ -364,6 +366,9 @@ func analyze(res *Result, in analysisInput) {
 				res.Reasons = append(res.Reasons, fmt.Sprintf("surviving worker %d completed %d of %d iterations", w, completedBy[w], in.iterations))
 			}
 		}
+	case "fair":
+		expectNone()
+		analyzeFair(res, in, recs)
 	case "failover", "cluster-failover":
 		analyzeFailovers(res, in, recs)
 	case "restart":

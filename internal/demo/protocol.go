@@ -31,6 +31,10 @@ type workerConfig struct {
 	// when the master asks for a victim holds on until "release FENCE".
 	Lock         lockConfig `json:"lock,omitempty"`
 	UntilStopped bool       `json:"until_stopped,omitempty"`
+
+	// Fair: the fair scenario's worker (fair_worker.go), which runs
+	// goroutines in runs the master starts and ends, instead of Iterations.
+	Fair *fairWorkerConfig `json:"fair,omitempty"`
 }
 
 // lockConfig says where a worker's lock lives. The zero value: on the
@@ -61,7 +65,7 @@ type storeConfig struct {
 // as they come; a worker killed mid-line just leaves a line that does not
 // parse, which the master ignores.
 type event struct {
-	Ev   string      `json:"ev"` // ready, step, iter, done, fatal
+	Ev   string      `json:"ev"` // ready, step, iter, done, fatal; run-done (fair)
 	Pid  int         `json:"pid,omitempty"`
 	Iter *iterRecord `json:"rec,omitempty"` // step (the iteration so far) and iter (complete)
 	Err  string      `json:"err,omitempty"` // fatal

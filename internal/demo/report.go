@@ -82,6 +82,9 @@ func (p *progress) done(name string, res *Result) {
 	defer p.mu.Unlock()
 	p.clearLocked()
 	line := fmt.Sprintf("%-8s %s  %d/%d completed in %v", name, res.Status, res.Completed, res.Workers*res.Iterations, res.Elapsed)
+	if res.Fair != nil {
+		line = fmt.Sprintf("%-8s %s  %d iterations completed in %v", name, res.Status, res.Completed, res.Elapsed)
+	}
 	if res.Failover != nil && res.Status != StatusSkip {
 		line = fmt.Sprintf("%-8s %s  %d iterations completed, %d of %d failovers, in %v", name, res.Status, res.Completed, res.Failover.Done, res.Failover.Planned, res.Elapsed)
 	}
@@ -133,6 +136,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Failover != nil {
 			return fmt.Sprintf("%d x until done", r.Workers)
 		}
+		if f := r.Fair; f != nil {
+			return fmt.Sprintf("%d x %d goroutines, %v a mode", f.Procs, f.PerProc, FairRunFor)
+		}
 		return fmt.Sprintf("%d x %d", r.Workers, r.Iterations)
 	})
 	row("fenced store", func(r *Result) string { return r.Store })
@@ -173,6 +179,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			return "redis restart"
 		case r.Failover != nil:
 			return fmt.Sprintf("%d failovers", r.Failover.Done)
+		case r.Fair != nil && r.Fair.Kill != nil:
+			return "1 killed in line"
 		}
 		return "-"
 	})
@@ -235,6 +243,30 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 			return showTakeover(fs.NextAcquireMin) + " / " + showTakeover(fs.NextAcquireMedian) + " / " + showTakeover(fs.NextAcquireMax)
 		}))
+	}
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Fair != nil }) {
+		fair := func(f func(fs *FairSummary) string) func(r *Result) string {
+			return func(r *Result) string {
+				if r.Fair == nil || r.Fair.Plain.Acquisitions == 0 || r.Fair.Fair.Acquisitions == 0 {
+					return "-"
+				}
+				return f(r.Fair)
+			}
+		}
+		both := func(f func(fr FairRun) string) func(r *Result) string {
+			return fair(func(fs *FairSummary) string { return f(fs.Plain) + " / " + f(fs.Fair) })
+		}
+		row("plain / fair: hand-offs per s", both(func(fr FairRun) string { return fmt.Sprintf("%.0f", fr.PerSecond) }))
+		row("plain / fair: wait p50", both(func(fr FairRun) string { return fr.WaitP50.String() }))
+		row("plain / fair: wait p99", both(func(fr FairRun) string { return fr.WaitP99.String() }))
+		row("plain / fair: p99 / ((N-1) x hold)", both(func(fr FairRun) string { return fmt.Sprintf("%.1fx", fr.P99VsIdeal) }))
+		row("plain / fair: turns per worker min/max", both(func(fr FairRun) string { return fmt.Sprintf("%.2f", fr.MinMax) }))
+		row("kill -9 in line: next acquire / stall", func(r *Result) string {
+			if r.Fair == nil || r.Fair.Kill == nil {
+				return "-"
+			}
+			return showTakeover(r.Fair.Kill.Next) + " / " + r.Fair.Kill.Stall.String()
+		})
 	}
 	row("time", func(r *Result) string { return r.Elapsed.String() })
 	row("result", func(r *Result) string { return r.Status })

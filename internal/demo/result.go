@@ -85,6 +85,7 @@ type Result struct {
 	Kills    []KillResult     `json:"kills,omitempty"`
 	Restart  *RestartResult   `json:"restart,omitempty"`
 	Failover *FailoverSummary `json:"failover,omitempty"`
+	Fair     *FairSummary     `json:"fair,omitempty"`
 
 	// Verdict sums up what a failover scenario showed, in a sentence.
 	Verdict string `json:"verdict,omitempty"`

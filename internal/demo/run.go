@@ -25,6 +25,9 @@ type live struct {
 
 // runScenario runs one scenario with fresh worker processes and reports.
 func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
+	if sc.Fair {
+		return r.runFair(ctx, sc) // runs of its own (fair.go)
+	}
 	started := time.Now()
 	iterations := sc.Iterations
 	if r.cfg.Iterations > 0 && !sc.isFailover() {
@@ -144,27 +147,9 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	}
 
 	// Wait until every worker is connected, then start them together.
-	readyTimer := time.NewTimer(30 * time.Second)
-	defer readyTimer.Stop()
-	var early []message // events other than ready (none expected)
-	for ready := 0; ready < len(procs); {
-		select {
-		case m := <-msgs:
-			switch {
-			case m.exited:
-				return res.fail("worker %d exited before it was ready (%v); its stderr:\n%s", m.p.id, m.p.err, m.p.stderr)
-			case m.ev.Ev == "ready":
-				ready++
-			case m.ev.Ev == "fatal":
-				return res.fail("worker %d: %s", m.p.id, m.ev.Err)
-			default:
-				early = append(early, m)
-			}
-		case <-readyTimer.C:
-			return res.fail("workers not ready after 30s")
-		case <-ctx.Done():
-			return res.fail("interrupted")
-		}
+	early, err := awaitReady(ctx, procs, msgs) // events other than ready (none expected)
+	if err != nil {
+		return res.fail("%v", err)
 	}
 	t0 := mono()
 	for _, p := range procs {
@@ -306,6 +291,34 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	res.Elapsed = millis(time.Since(started))
 	r.progress.done(sc.Name, res)
 	return res
+}
+
+// awaitReady waits until every worker has said it is ready, and returns
+// the other events that came meanwhile (none are expected).
+func awaitReady(ctx context.Context, procs []*proc, msgs <-chan message) ([]message, error) {
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	var early []message
+	for ready := 0; ready < len(procs); {
+		select {
+		case m := <-msgs:
+			switch {
+			case m.exited:
+				return nil, fmt.Errorf("worker %d exited before it was ready (%v); its stderr:\n%s", m.p.id, m.p.err, m.p.stderr)
+			case m.ev.Ev == "ready":
+				ready++
+			case m.ev.Ev == "fatal":
+				return nil, fmt.Errorf("worker %d: %s", m.p.id, m.ev.Err)
+			default:
+				early = append(early, m)
+			}
+		case <-timer.C:
+			return nil, errors.New("workers not ready after 30s")
+		case <-ctx.Done():
+			return nil, errors.New("interrupted")
+		}
+	}
+	return early, nil
 }
 
 // stopWorkers closes the workers' stdin (they stop, releasing their lock)

@@ -40,6 +40,10 @@ type Scenario struct {
 	Failovers int
 	StallFor  time.Duration
 
+	// Fair makes the scenario the fair lock's comparison (fair.go): its
+	// own worker processes and runs instead of Iterations.
+	Fair bool
+
 	Summary string // one line for the help text
 }
 
@@ -82,6 +86,10 @@ var Scenarios = []Scenario{
 		Name: "restart", Lease: 500 * time.Millisecond, Hold: 200 * time.Millisecond, Renew: 150 * time.Millisecond,
 		Iterations: 6, Restart: true, SQLStore: true,
 		Summary: "redis-server kill -9ed and restarted empty: fences keep increasing (private server only)",
+	},
+	{
+		Name: "fair", Lease: 2 * time.Second, Hold: time.Millisecond, Fair: true,
+		Summary: "4 processes x 4 goroutines, hold 1ms: plain Acquire, then WithFairness (turns per worker, waits); then a process kill -9ed while its goroutines wait in line: the hand-off goes on",
 	},
 	{
 		Name: "failover", Lease: failoverLease, Hold: failoverHold, Renew: failoverRenew,

@@ -78,6 +78,11 @@ type worker struct {
 
 	stop     <-chan struct{} // closed on "stop": finish the iteration under way, then end
 	releases <-chan int64    // "release FENCE": the master lets its failover victim go
+
+	// The fair scenario runs several goroutines per process, each with a
+	// copy of the worker (cfg.ID: the goroutine's number; see fair_worker.go).
+	fair  bool // acquire WithFairness
+	quiet bool // report whole iterations only, no steps: they are thousands of short ones
 }
 
 func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emitter) error {
@@ -122,7 +127,13 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 	if cfg.Lock.ReplicaAck > 0 {
 		bopts = append(bopts, redisbackend.WithReplicaAck(cfg.Lock.ReplicaAck, cfg.Lock.ReplicaAckTimeout))
 	}
-	locks := fencelock.New(redisbackend.New(lockRDB, bopts...), fencelock.WithNamespace(cfg.Namespace), fencelock.WithLogger(logger))
+	copts := []fencelock.Option{fencelock.WithNamespace(cfg.Namespace), fencelock.WithLogger(logger)}
+	if cfg.Fair != nil {
+		// Tokens that name the process, so that the master can tell whose
+		// waiters stand in the line on the server.
+		copts = append(copts, fencelock.WithTokenGenerator(fairTokens(cfg.ID)))
+	}
+	locks := fencelock.New(redisbackend.New(lockRDB, bopts...), copts...)
 	defer locks.Close()
 
 	store, err := openStore(ctx, cfg.Store, rdb, false)
@@ -138,6 +149,9 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 		keys: keysFor(cfg.Namespace, cfg.Key), stop: stop, releases: releases,
 	}
 	w.keyArg = []string{w.keys.inside, w.keys.holder, w.keys.epoch, w.keys.want, w.keys.victim}
+	if cfg.Fair != nil {
+		return w.runFair(ctx, stdin)
+	}
 
 	// stdin: "go" starts the run; "stop" ends it after the iteration under
 	// way; "release FENCE" ends the hold of the failover victim with that
@@ -209,6 +223,9 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 	if w.cfg.MaxWait > 0 {
 		opts = append(opts, fencelock.WithWait(w.cfg.MaxWait))
 	}
+	if w.fair {
+		opts = append(opts, fencelock.WithFairness())
+	}
 	// Acquire waits, and keeps trying through connection errors (a Redis
 	// restart) until the wait bound.
 	lk, err := w.locks.Acquire(ctx, w.cfg.Key, w.cfg.Lease, opts...)
@@ -272,7 +289,9 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 			<-w.releases // meant for an earlier hold
 		}
 	}
-	w.out.emit(event{Ev: "step", Iter: rec}) // the master learns of an open hold at once
+	if !w.quiet {
+		w.out.emit(event{Ev: "step", Iter: rec}) // the master learns of an open hold at once
+	}
 
 	w.write(ctx, rec, "enter")
 
@@ -352,7 +371,9 @@ func (w *worker) write(ctx context.Context, rec *iterRecord, phase string) {
 		wr.Result, wr.Err = writeError, err.Error()
 	}
 	rec.Writes = append(rec.Writes, wr)
-	w.out.emit(event{Ev: "step", Iter: rec})
+	if !w.quiet {
+		w.out.emit(event{Ev: "step", Iter: rec})
+	}
 }
 
 // QuietRedisLog silences go-redis's own log (connection pool dial errors,

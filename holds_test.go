@@ -1,0 +1,469 @@
+package fencelock_test
+
+// Semaphores and read-write locks against a real redis-server: the bounds
+// hold across processes (worker processes re-exec this test binary, see
+// TestHoldsChild), and a holder killed with SIGKILL stops counting when its
+// lease ends.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// holdsChildConfig tells a child process (TestHoldsChild) what to do.
+type holdsChildConfig struct {
+	// Mode: "permit" or "read" take one hold (Key) with a 2s lease renewed
+	// every 500ms, print "HELD <fence>" and wait to be killed; "semaphore"
+	// and "rwlock" run Workers workers contending for Key until Duration
+	// has passed since Start.
+	Mode     string
+	Key      string
+	Permits  int
+	Workers  int // rwlock: every Writers-th worker writes, the others read
+	Writers  int
+	Duration time.Duration
+	Hold     time.Duration
+	Start    time.Time
+}
+
+// holdsChildResult is what a worker child prints (one RESULT line of JSON).
+type holdsChildResult struct {
+	Acquired int     // holds taken (semaphore: permits; rwlock: reads)
+	Writes   int     // rwlock: write holds taken
+	Fences   []int64 // every fence, in the order each worker got them, workers one after the other
+	Err      string
+}
+
+// startHoldsChild starts a child process with cfg and returns it with a
+// scanner of its output; it is killed at cleanup.
+func startHoldsChild(t *testing.T, addr string, cfg holdsChildConfig) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	js, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldsChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FENCELOCK_HOLDS_CHILD="+string(js), "FENCELOCK_HOLDS_REDIS="+addr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bufio.NewScanner(out)
+}
+
+// childLine waits for the child's line with prefix and returns the rest.
+func childLine(t *testing.T, out *bufio.Scanner, prefix string) string {
+	t.Helper()
+	for out.Scan() {
+		if rest, ok := strings.CutPrefix(out.Text(), prefix); ok {
+			return rest
+		}
+	}
+	t.Fatalf("the child ended without printing %q", prefix)
+	return ""
+}
+
+// TestHoldsChild is the body of the child processes of the tests in this
+// file; it does nothing unless started by one.
+func TestHoldsChild(t *testing.T) {
+	spec := os.Getenv("FENCELOCK_HOLDS_CHILD")
+	if spec == "" {
+		return
+	}
+	var cfg holdsChildConfig
+	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCELOCK_HOLDS_REDIS"), ContextTimeoutEnabled: true, PoolSize: 64})
+	defer rdb.Close()
+	c := fencelock.New(redisbackend.New(rdb))
+	defer c.Close()
+	ctx := context.Background()
+	switch cfg.Mode {
+	case "permit", "read":
+		var lk *fencelock.Lock
+		var err error
+		if cfg.Mode == "permit" {
+			lk, err = c.Semaphore(cfg.Key, cfg.Permits).TryAcquire(ctx, 2*time.Second, fencelock.WithAutoRenew(500*time.Millisecond))
+		} else {
+			lk, err = c.RWLock(cfg.Key).TryAcquireRead(ctx, 2*time.Second, fencelock.WithAutoRenew(500*time.Millisecond))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("HELD %d\n", lk.Fence())
+		<-lk.Done()
+		t.Fatalf("the holding child lost its hold: %v", lk.Err())
+	case "semaphore", "rwlock":
+		res := holdsWork(ctx, c, rdb, cfg)
+		js, _ := json.Marshal(res)
+		fmt.Printf("RESULT %s\n", js)
+	}
+}
+
+// enterScript counts a holder in (KEYS[1]) and keeps the largest count seen
+// (KEYS[2]); it returns the count and the other side's count (KEYS[3]).
+var enterScript = redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+if n > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], n)
+end
+return {n, tonumber(redis.call('GET', KEYS[3]) or '0')}
+`)
+
+// holdsWork runs cfg.Workers workers taking holds of cfg.Key until
+// cfg.Duration has passed since cfg.Start. Each counts itself in on the
+// server while it holds, and fails if the count shows more holders than
+// allowed: for a semaphore, more than Permits; for a read-write lock, a
+// writer beside anyone, or a reader beside a writer.
+func holdsWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg holdsChildConfig) holdsChildResult {
+	time.Sleep(time.Until(cfg.Start))
+	end := cfg.Start.Add(cfg.Duration)
+	var res holdsChildResult
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		if res.Err == "" {
+			res.Err = err.Error()
+		}
+		mu.Unlock()
+	}
+	sem := c.Semaphore(cfg.Key, cfg.Permits)
+	rw := c.RWLock(cfg.Key)
+	fences := make([][]int64, cfg.Workers)
+	var wg sync.WaitGroup
+	for w := range cfg.Workers {
+		writer := cfg.Mode == "rwlock" && w%cfg.Writers == 0
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				var lk *fencelock.Lock
+				var err error
+				var self, other string
+				switch {
+				case cfg.Mode == "semaphore":
+					lk, err = sem.Acquire(actx, 10*time.Second)
+					self, other = "inside", "none"
+				case writer:
+					lk, err = rw.AcquireWrite(actx, 10*time.Second)
+					self, other = "writers", "readers"
+				default:
+					lk, err = rw.AcquireRead(actx, 10*time.Second)
+					self, other = "readers", "writers"
+				}
+				if err != nil {
+					cancel()
+					fail(err)
+					return
+				}
+				counts, err := enterScript.Run(actx, rdb, []string{self, "max-" + self, other}).Int64Slice()
+				switch {
+				case err != nil:
+					fail(err)
+				case cfg.Mode == "semaphore" && counts[0] > int64(cfg.Permits):
+					fail(fmt.Errorf("%d permit holders at once, of %d permits", counts[0], cfg.Permits))
+				case writer && (counts[0] != 1 || counts[1] != 0):
+					fail(fmt.Errorf("a writer beside %d writers and %d readers", counts[0]-1, counts[1]))
+				case cfg.Mode == "rwlock" && !writer && counts[1] != 0:
+					fail(fmt.Errorf("a reader beside %d writers", counts[1]))
+				}
+				fences[w] = append(fences[w], lk.Fence())
+				time.Sleep(cfg.Hold)
+				rdb.Decr(actx, self)
+				if err := lk.Release(actx); err != nil {
+					fail(err)
+				}
+				cancel()
+				mu.Lock()
+				if writer {
+					res.Writes++
+				} else {
+					res.Acquired++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range fences {
+		res.Fences = append(res.Fences, f...)
+	}
+	return res
+}
+
+// runHoldsWorkers runs procs worker processes with cfg and returns their
+// results, failing the test if any reported an error.
+func runHoldsWorkers(t *testing.T, addr string, procs int, cfg holdsChildConfig) []holdsChildResult {
+	t.Helper()
+	cfg.Start = time.Now().Add(3 * time.Second) // every process has started by then
+	type child struct {
+		cmd *exec.Cmd
+		out *bufio.Scanner
+	}
+	children := make([]child, procs)
+	for i := range children {
+		children[i].cmd, children[i].out = startHoldsChild(t, addr, cfg)
+	}
+	results := make([]holdsChildResult, procs)
+	for i, ch := range children {
+		if err := json.Unmarshal([]byte(childLine(t, ch.out, "RESULT ")), &results[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.cmd.Wait(); err != nil {
+			t.Fatalf("worker process %d: %v", i, err)
+		}
+		if results[i].Err != "" {
+			t.Fatalf("worker process %d: %s", i, results[i].Err)
+		}
+	}
+	return results
+}
+
+// checkFences fails unless every fence of every result is unique.
+func checkFences(t *testing.T, results []holdsChildResult) int {
+	t.Helper()
+	seen := map[int64]bool{}
+	for _, r := range results {
+		for _, f := range r.Fences {
+			if seen[f] {
+				t.Fatalf("fence %d handed out twice", f)
+			}
+			seen[f] = true
+		}
+	}
+	return len(seen)
+}
+
+// Never more than N holders of a semaphore's permits, counted on the server
+// by 12 workers in 3 processes; every permit's fence is unique, and each
+// worker's fences increase.
+func TestSemaphoreBoundAcrossProcesses(t *testing.T) {
+	srv, rdb := startRedis(t)
+	const permits = 3
+	results := runHoldsWorkers(t, srv.Addr(), 3, holdsChildConfig{
+		Mode: "semaphore", Key: "pool", Permits: permits, Workers: 4, Duration: 3 * time.Second, Hold: 2 * time.Millisecond})
+	n := checkFences(t, results)
+	total := 0
+	for _, r := range results {
+		total += r.Acquired
+	}
+	peak, _ := rdb.Get(context.Background(), "max-inside").Int()
+	t.Logf("%d permits taken by 12 workers in 3 processes; at most %d held at once (of %d)", total, peak, permits)
+	if n != total || total == 0 {
+		t.Fatalf("%d fences for %d permits", n, total)
+	}
+	if peak > permits {
+		t.Fatalf("%d permit holders at once, of %d", peak, permits)
+	}
+	if left := rdb.ZCard(context.Background(), "lock:{pool}:sem").Val(); left != 0 {
+		t.Fatalf("%d permits left on the server after every worker released", left)
+	}
+}
+
+// No writer overlaps any reader or another writer, counted on the server by
+// 12 workers (3 writers) in 3 processes; with writer preference, the
+// writers get the lock although readers keep it busy.
+func TestRWLockExclusionAcrossProcesses(t *testing.T) {
+	srv, rdb := startRedis(t)
+	results := runHoldsWorkers(t, srv.Addr(), 3, holdsChildConfig{
+		Mode: "rwlock", Key: "doc", Workers: 4, Writers: 4, Duration: 3 * time.Second, Hold: 2 * time.Millisecond})
+	checkFences(t, results)
+	reads, writes := 0, 0
+	for _, r := range results {
+		reads += r.Acquired
+		writes += r.Writes
+	}
+	ctx := context.Background()
+	maxReaders, _ := rdb.Get(ctx, "max-readers").Int()
+	maxWriters, _ := rdb.Get(ctx, "max-writers").Int()
+	t.Logf("%d reads, %d writes by 9 readers and 3 writers in 3 processes; at most %d readers and %d writers at once",
+		reads, writes, maxReaders, maxWriters)
+	if writes == 0 || reads == 0 {
+		t.Fatalf("%d reads and %d writes, want both sides to get the lock", reads, writes)
+	}
+	if maxWriters > 1 {
+		t.Fatalf("%d writers at once", maxWriters)
+	}
+}
+
+// A permit holder killed with SIGKILL keeps its permit until its lease
+// ends, and no longer: a waiter then takes it, with a larger fence.
+func TestSemaphoreKilledHolderReclaimed(t *testing.T) {
+	srv, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, time.Minute)
+	cmd, out := startHoldsChild(t, srv.Addr(), holdsChildConfig{Mode: "permit", Key: "pool", Permits: 1})
+	childFence, _ := strconv.ParseInt(childLine(t, out, "HELD "), 10, 64)
+	sem := c.Semaphore("pool", 1)
+	if _, err := sem.TryAcquire(ctx, 10*time.Second); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire while the child holds the only permit: %v, want ErrNotAcquired", err)
+	}
+	time.Sleep(3 * time.Second) // longer than the lease: the child renews it
+	if _, err := sem.TryAcquire(ctx, 10*time.Second); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire after the child held for longer than its lease: %v, want ErrNotAcquired (renewed)", err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	lk, err := sem.Acquire(ctx, 10*time.Second, fencelock.WithWait(30*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire after the holder was killed: %v", err)
+	}
+	t.Logf("permit of the killed holder (2s lease) taken %v after the kill", time.Since(killed).Round(time.Millisecond))
+	if lk.Fence() <= childFence {
+		t.Fatalf("fence %d after the killed holder's %d, want larger", lk.Fence(), childFence)
+	}
+}
+
+// A reader killed with SIGKILL blocks the writer until its lease ends, and
+// no longer.
+func TestRWLockKilledReaderFreesWriter(t *testing.T) {
+	srv, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, time.Minute)
+	cmd, out := startHoldsChild(t, srv.Addr(), holdsChildConfig{Mode: "read", Key: "doc"})
+	childFence, _ := strconv.ParseInt(childLine(t, out, "HELD "), 10, 64)
+	rw := c.RWLock("doc")
+	if _, err := rw.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquireWrite while the child reads: %v, want ErrNotAcquired", err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	w, err := rw.AcquireWrite(ctx, 10*time.Second, fencelock.WithWait(30*time.Second))
+	if err != nil {
+		t.Fatalf("AcquireWrite after the reader was killed: %v", err)
+	}
+	t.Logf("write lock taken %v after the reader (2s lease) was killed", time.Since(killed).Round(time.Millisecond))
+	if w.Fence() <= childFence {
+		t.Fatalf("writer's fence %d after the reader's %d, want larger", w.Fence(), childFence)
+	}
+}
+
+// A waiting writer keeps new readers out (its intent is on the server),
+// gets the lock when the last reader leaves, and readers that waited behind
+// it get theirs when it releases.
+func TestRWLockWriterPreference(t *testing.T) {
+	_, rdb := startRedis(t)
+	c1, c2 := newClient(t, rdb), newClient(t, rdb) // as two processes
+	ctx := ctxTimeout(t, time.Minute)
+	rw1, rw2 := c1.RWLock("doc"), c2.RWLock("doc")
+	reader, err := rw1.TryAcquireRead(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lk  *fencelock.Lock
+		err error
+	}
+	writer := make(chan result, 1)
+	go func() {
+		lk, err := rw2.AcquireWrite(ctx, 30*time.Second)
+		writer <- result{lk, err}
+	}()
+	// Once the writer's first attempt is refused, its intent refuses readers.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lk, err := rw1.TryAcquireRead(ctx, 30*time.Second)
+		if errors.Is(err, fencelock.ErrNotAcquired) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk.Release(ctx)
+		if time.Now().After(deadline) {
+			t.Fatal("new readers still admitted 10s after a writer began waiting")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	readers := make(chan result, 1)
+	go func() {
+		lk, err := rw1.AcquireRead(ctx, 30*time.Second)
+		readers <- result{lk, err}
+	}()
+	time.Sleep(3 * time.Second) // longer than WriterIntentLease: the writer renews it
+	select {
+	case r := <-writer:
+		t.Fatalf("the writer got %v while a reader held the lock", r.err)
+	case r := <-readers:
+		t.Fatalf("a new reader got %v while a writer waited", r.err)
+	default:
+	}
+	if err := reader.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-writer
+	if w.err != nil {
+		t.Fatalf("the writer after the reader left: %v", w.err)
+	}
+	select {
+	case r := <-readers:
+		t.Fatalf("a reader got %v while the writer held the lock", r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	w.lk.Release(ctx)
+	r := <-readers
+	if r.err != nil {
+		t.Fatalf("the waiting reader after the writer left: %v", r.err)
+	}
+	if !(reader.Fence() < w.lk.Fence() && w.lk.Fence() < r.lk.Fence()) {
+		t.Fatalf("fences reader %d, writer %d, reader %d: want increasing", reader.Fence(), w.lk.Fence(), r.lk.Fence())
+	}
+}
+
+// Permits and read holds are renewed by the lease keeper against the real
+// server, and lost with ErrLost when the server no longer has them.
+func TestHoldsRenewedAndLost(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, time.Minute)
+	permit, err := c.Semaphore("pool", 2).TryAcquire(ctx, time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := c.RWLock("doc").TryAcquireRead(ctx, time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	for name, lk := range map[string]*fencelock.Lock{"permit": permit, "reader": reader} {
+		if err := lk.Err(); err != nil {
+			t.Fatalf("%s after 3 leases of renewal: %v", name, err)
+		}
+		if ttl, err := lk.TTL(ctx); err != nil || ttl <= 0 || ttl > time.Second {
+			t.Fatalf("%s TTL = %v, %v; want (0, 1s]", name, ttl, err)
+		}
+	}
+	if err := permit.Refresh(ctx, 5*time.Second); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if ttl, _ := permit.TTL(ctx); ttl <= time.Second {
+		t.Fatalf("permit TTL after Refresh(5s) = %v", ttl)
+	}
+	// An operator deletes the keys: the next renewals find the holds gone.
+	rdb.Del(ctx, "lock:{pool}:sem", "lock:{doc}:rw")
+	waitDone(t, permit.Done(), 10*time.Second, "permit lost")
+	waitDone(t, reader.Done(), 10*time.Second, "reader lost")
+	if !errors.Is(permit.Err(), fencelock.ErrLost) || !errors.Is(reader.Err(), fencelock.ErrLost) {
+		t.Fatalf("Err = %v, %v; want ErrLost", permit.Err(), reader.Err())
+	}
+}

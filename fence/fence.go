@@ -8,9 +8,16 @@
 // Equal tokens are accepted: the same holder may write several times under
 // one acquisition. Tokens must be positive.
 //
+// Table fences your own rows: a fence column on a business table (say
+// products.fence), claimed with the lock's token inside your transaction
+// before you write the row (Claim for database/sql, ClaimPgx for pgx). It
+// needs no table of its own and no copy of the value: this is the usual
+// way to fence a database write.
+//
 // RedisStore keeps values in Redis (one Lua script per write); SQLStore keeps
-// them in a SQL table (PostgreSQL or SQLite, through database/sql) and can
-// write inside the caller's transaction, next to the business write.
+// them in a SQL table of its own (PostgreSQL or SQLite, through
+// database/sql) and can write inside the caller's transaction, next to the
+// business write.
 //
 // A store is only as safe as its own durability: it must remember the
 // largest token it accepted. A Redis without persistence that restarts, or a
@@ -29,7 +36,8 @@ import (
 // ErrStale is matched (errors.Is) by every *StaleError.
 var ErrStale = errors.New("fence: stale fencing token")
 
-// ErrNotFound is returned by Read for a resource never written.
+// ErrNotFound is returned by Read for a resource never written, and
+// matched by the error of Table.Claim for a row that does not exist.
 var ErrNotFound = errors.New("fence: resource not found")
 
 // StaleError reports a write refused because a newer token has been

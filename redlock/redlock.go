@@ -1,0 +1,461 @@
+// Package redlock is a fencelock.Backend over several independent Redis
+// masters (the Redlock algorithm): a lock is held when a majority of them
+// hold it, so it survives the loss of a minority of masters, with fencing
+// tokens that never go back.
+//
+//	clients := []redis.UniversalClient{rdb1, rdb2, rdb3, rdb4, rdb5}
+//	b, err := redlock.New(clients)
+//	if err != nil { ... }
+//	locks := fencelock.New(b)
+//
+// Each master runs the same scripts as the redisbackend package (one
+// redisbackend.Backend per master). An attempt goes to every master at once
+// and counts only when a majority granted it; otherwise the attempt is
+// undone everywhere. Renewals and releases also go to every master; a lock
+// whose renewal a majority no longer confirms is lost, and its holder told.
+//
+// # Fences across the quorum
+//
+// Each master mints max(its counter + 1, its clock in µs, the client's floor
+// + 1). The lock's fence is the largest minted by the majority that granted
+// it, and before the acquisition is reported, it is written back to that
+// majority (counter = max(counter, fence)). Any later acquisition needs a
+// majority too, which shares at least one master with the one written to:
+// that master mints a larger value, so the later fence is larger. This
+// holds as long as a master does not forget its counter: a master restarted
+// without persistence (no AOF with fsync) must stay down for longer than the
+// longest ttl, and its clock must not step back (its TIME in µs then floors
+// the counter it forgot); the Client's own floor covers the fences it has
+// seen. See the README's "Choosing a backend" for what Redlock does and does
+// not guarantee.
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNoQuorum is matched by every *QuorumError: too few masters answered
+// for the call to decide.
+var ErrNoQuorum = errors.New("redlock: no quorum of masters answered")
+
+// QuorumError reports a call that too few masters answered: the errors of
+// those that failed, each naming its master.
+type QuorumError struct {
+	Op      string  // "acquire", "release", "renew", "ttl", "watch"
+	Need    int     // masters that must answer (the majority)
+	Answers int     // masters that answered
+	Errs    []error // one per master that failed, naming it
+}
+
+func (e *QuorumError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("redlock: %s: %d of %d masters needed answered: %s", e.Op, e.Answers, e.Need, strings.Join(msgs, "; "))
+}
+
+// Unwrap returns the masters' errors.
+func (e *QuorumError) Unwrap() []error { return e.Errs }
+
+// Is reports whether target is ErrNoQuorum.
+func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
+
+// Backend is a fencelock.Backend over N independent Redis masters.
+type Backend struct {
+	nodes       []node
+	quorum      int
+	drift       float64
+	nodeTimeout time.Duration
+}
+
+// node is one master.
+type node struct {
+	name string
+	b    *redisbackend.Backend
+}
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithDriftFactor sets the fraction of each lease that is not counted on,
+// for the masters' clocks running at different rates (Redlock's clock
+// drift; default 0.01, plus 2 ms). Must be in [0, 0.5).
+func WithDriftFactor(f float64) Option { return func(b *Backend) { b.drift = f } }
+
+// DefaultDriftFactor is the default WithDriftFactor.
+const DefaultDriftFactor = 0.01
+
+// WithNodeTimeout bounds each request to one master (default
+// DefaultNodeTimeout), so that a master that is down or paused delays a
+// call by that much at most: the others decide. Keep it small against the
+// ttl, as Redlock asks, but above a round trip on a busy network.
+func WithNodeTimeout(d time.Duration) Option { return func(b *Backend) { b.nodeTimeout = d } }
+
+// DefaultNodeTimeout is the default WithNodeTimeout.
+const DefaultNodeTimeout = 250 * time.Millisecond
+
+// New returns a Backend over the masters clients (an odd number of
+// independent masters, not replicas of one another; each may be a
+// *redis.Client, or a failover client). Give their go-redis options
+// ContextTimeoutEnabled (as for redisbackend), and a short dial: a master
+// that is down should cost a refused dial, not go-redis's default of 5
+// dial retries 100 ms apart (DialerRetries 1, DialerRetryTimeout 1 ms,
+// DialTimeout a few hundred ms).
+func New(clients []redis.UniversalClient, opts ...Option) (*Backend, error) {
+	return NewWithBackendOptions(clients, nil, opts...)
+}
+
+// NewWithBackendOptions is New with options for the redisbackend.Backend of
+// every master (for instance WithFenceCounterExpiry).
+func NewWithBackendOptions(clients []redis.UniversalClient, redisOpts []redisbackend.Option, opts ...Option) (*Backend, error) {
+	n := len(clients)
+	if n == 0 || n%2 == 0 {
+		return nil, &fencelock.InvalidArgumentError{Name: "masters", Value: n, Reason: "must be an odd number (1, 3, 5, ...), so that two majorities always share a master"}
+	}
+	b := &Backend{quorum: n/2 + 1, drift: DefaultDriftFactor, nodeTimeout: DefaultNodeTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(b)
+		}
+	}
+	if b.drift < 0 || b.drift >= 0.5 {
+		return nil, &fencelock.InvalidArgumentError{Name: "WithDriftFactor", Value: b.drift, Reason: "must be in [0, 0.5)"}
+	}
+	if b.nodeTimeout < time.Millisecond {
+		return nil, &fencelock.InvalidArgumentError{Name: "WithNodeTimeout", Value: b.nodeTimeout, Reason: "must be at least 1ms"}
+	}
+	for i, c := range clients {
+		if c == nil {
+			return nil, &fencelock.InvalidArgumentError{Name: "masters", Value: i, Reason: "client is nil"}
+		}
+		b.nodes = append(b.nodes, node{name: nodeName(i, c), b: redisbackend.New(c, redisOpts...)})
+	}
+	return b, nil
+}
+
+// nodeName names master i for errors: its address when known.
+func nodeName(i int, c redis.UniversalClient) string {
+	if rc, ok := c.(*redis.Client); ok {
+		return fmt.Sprintf("master %d (%s)", i, rc.Options().Addr)
+	}
+	return fmt.Sprintf("master %d", i)
+}
+
+var (
+	_ fencelock.Backend         = (*Backend)(nil)
+	_ fencelock.ReleaseNotifier = (*Backend)(nil)
+)
+
+// Quorum returns the number of masters that make a majority.
+func (b *Backend) Quorum() int { return b.quorum }
+
+// Validity returns the part of a lease of ttl that the Backend counts on,
+// from before its request was sent: ttl less the masters' clock drift
+// (ttl × the drift factor, plus 2 ms).
+func (b *Backend) Validity(ttl time.Duration) time.Duration {
+	return ttl - time.Duration(float64(ttl)*b.drift) - 2*time.Millisecond
+}
+
+// answer is one master's reply to a call.
+type answer[T any] struct {
+	val T
+	err error
+}
+
+// each calls f on every master at once and returns their answers, in the
+// masters' order. Every call is bounded by ctx and by the node timeout;
+// each returns once every call has.
+func each[T any](b *Backend, ctx context.Context, f func(ctx context.Context, i int, n node) (T, error)) []answer[T] {
+	out := make([]answer[T], len(b.nodes))
+	var wg sync.WaitGroup
+	for i, n := range b.nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, b.nodeTimeout)
+			defer cancel()
+			v, err := f(ctx, i, n)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", n.name, err)
+			}
+			out[i] = answer[T]{v, err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// failures returns the errors among answers, and the first that is an
+// invalid argument (which no master will ever accept).
+func failures[T any](answers []answer[T]) (errs []error, invalid error) {
+	for _, a := range answers {
+		if a.err != nil {
+			errs = append(errs, a.err)
+			if invalid == nil && errors.Is(a.err, fencelock.ErrInvalidArgument) {
+				invalid = a.err
+			}
+		}
+	}
+	return errs, invalid
+}
+
+// undoTimeout bounds the release of an acquisition that failed to reach a
+// majority, made on a context of its own (the caller's may be done).
+const undoTimeout = time.Second
+
+// Acquire implements fencelock.Backend: the lock is acquired when a
+// majority of masters grant it. Its fence is the largest they minted,
+// written back to the majority before Acquire returns. Otherwise the grants
+// are undone on every master, and the result is not acquired (a majority
+// refused), or the error is a *QuorumError (too few answered).
+func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.AcquireResult, error) {
+		return n.b.Acquire(ctx, req)
+	})
+	errs, invalid := failures(answers)
+	if invalid != nil {
+		return fencelock.AcquireResult{}, invalid
+	}
+	var granted []int
+	var fence int64
+	holds := 0
+	holderTTL := time.Duration(0)
+	for i, a := range answers {
+		switch {
+		case a.err != nil:
+		case a.val.Acquired:
+			granted = append(granted, i)
+			fence = max(fence, a.val.Fence)
+			holds = max(holds, a.val.Holds)
+		case a.val.HolderTTL > 0 && (holderTTL == 0 || a.val.HolderTTL < holderTTL):
+			holderTTL = a.val.HolderTTL
+		}
+	}
+	if len(granted) >= b.quorum {
+		if err := b.raise(ctx, req, granted, fence); err != nil {
+			b.undo(req, answers)
+			return fencelock.AcquireResult{}, err
+		}
+		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds}, nil
+	}
+	b.undo(req, answers)
+	if len(granted)+len(errs) >= b.quorum {
+		// The masters that failed could have granted it: not a refusal
+		// by a majority, and too few answers to decide.
+		return fencelock.AcquireResult{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
+	}
+	return fencelock.AcquireResult{HolderTTL: holderTTL}, nil
+}
+
+// raise writes fence back to the granting masters; a majority must confirm.
+func (b *Backend) raise(ctx context.Context, req fencelock.AcquireRequest, granted []int, fence int64) error {
+	answers := each(b, ctx, func(ctx context.Context, i int, n node) (bool, error) {
+		if !slices.Contains(granted, i) {
+			return false, nil
+		}
+		return n.b.RaiseFence(ctx, req.Namespace, req.Key, req.Token, fence)
+	})
+	confirmed := 0
+	var errs []error
+	for _, a := range answers {
+		switch {
+		case a.err != nil:
+			errs = append(errs, a.err)
+		case a.val:
+			confirmed++
+		}
+	}
+	if confirmed < b.quorum {
+		return &QuorumError{Op: "acquire (fence write-back)", Need: b.quorum, Answers: confirmed, Errs: errs}
+	}
+	return nil
+}
+
+// undo releases an acquisition that did not reach a majority, on every
+// master that granted it or did not answer. No tombstone: the Client tries
+// again with the same token, which a tombstone would refuse; a late copy of
+// the request on a master that did not answer is a grant to that token,
+// which the Client's next attempt counts, or its final release (with a
+// tombstone, when it gives up) removes.
+func (b *Backend) undo(req fencelock.AcquireRequest, answers []answer[fencelock.AcquireResult]) {
+	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+	defer cancel()
+	each(b, ctx, func(ctx context.Context, i int, n node) (fencelock.ReleaseResult, error) {
+		if a := answers[i]; a.err == nil && !a.val.Acquired {
+			return fencelock.ReleaseResult{}, nil
+		}
+		return n.b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef})
+	})
+}
+
+// Release implements fencelock.Backend: it releases the hold on every
+// master. Held is true when a majority held it; the error is a *QuorumError
+// when too few masters answered to tell.
+func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.ReleaseResult, error) {
+		return n.b.Release(ctx, req)
+	})
+	errs, invalid := failures(answers)
+	if invalid != nil {
+		return fencelock.ReleaseResult{}, invalid
+	}
+	held, remaining := 0, 0
+	for _, a := range answers {
+		if a.err == nil && a.val.Held {
+			held++
+			remaining = max(remaining, a.val.Remaining)
+		}
+	}
+	switch {
+	case held >= b.quorum:
+		return fencelock.ReleaseResult{Held: true, Remaining: remaining}, nil
+	case held+len(errs) >= b.quorum:
+		return fencelock.ReleaseResult{}, &QuorumError{Op: "release", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
+	}
+	return fencelock.ReleaseResult{}, nil
+}
+
+// Renew implements fencelock.Backend: one batch per master, all at once. A
+// hold is renewed when a majority renewed it; it is reported gone when
+// enough masters said so that no majority can hold it; otherwise its
+// RenewResult.Err is a *QuorumError (the Client retries until its deadline).
+func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) ([]fencelock.RenewResult, error) {
+		res, err := n.b.Renew(ctx, reqs)
+		if err == nil && len(res) != len(reqs) {
+			err = fmt.Errorf("%d results for %d renewals", len(res), len(reqs))
+		}
+		return res, err
+	})
+	errs, invalid := failures(answers)
+	if invalid != nil {
+		return nil, invalid
+	}
+	if len(errs) == len(b.nodes) {
+		return nil, &QuorumError{Op: "renew", Need: b.quorum, Errs: errs}
+	}
+	results := make([]fencelock.RenewResult, len(reqs))
+	for i := range reqs {
+		held, unknown := 0, 0
+		var lockErrs []error
+		for _, a := range answers {
+			switch {
+			case a.err != nil:
+				unknown++
+			case a.val[i].Err != nil:
+				unknown++
+				lockErrs = append(lockErrs, a.val[i].Err)
+			case a.val[i].Held:
+				held++
+			}
+		}
+		switch {
+		case held >= b.quorum:
+			results[i].Held = true
+		case held+unknown >= b.quorum:
+			results[i].Err = &QuorumError{Op: "renew", Need: b.quorum, Answers: len(b.nodes) - unknown, Errs: slices.Concat(errs, lockErrs)}
+		}
+	}
+	return results, nil
+}
+
+// TTL implements fencelock.Backend: the time for which a majority of
+// masters still hold the hold (the majority-th longest of their leases).
+func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (time.Duration, error) {
+		return n.b.TTL(ctx, ref)
+	})
+	var ttls []time.Duration
+	var errs []error
+	for _, a := range answers {
+		switch {
+		case a.err == nil:
+			ttls = append(ttls, a.val)
+		case errors.Is(a.err, fencelock.ErrInvalidArgument):
+			return 0, a.err
+		case !errors.Is(a.err, fencelock.ErrNotHeld):
+			errs = append(errs, a.err)
+		}
+	}
+	if len(ttls) >= b.quorum {
+		slices.Sort(ttls)
+		slices.Reverse(ttls)
+		return ttls[b.quorum-1], nil
+	}
+	if len(ttls)+len(errs) >= b.quorum {
+		return 0, &QuorumError{Op: "ttl", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
+	}
+	return 0, fmt.Errorf("redlock: %w on a majority of masters", fencelock.ErrNotHeld)
+}
+
+// WatchReleases implements fencelock.ReleaseNotifier: a release message
+// from any master wakes the waiter. Masters whose notifications cannot be
+// had are left out (the waiter's fallback timer covers them); it fails only
+// when none can.
+func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (*fencelock.Watch, error) {
+		return n.b.WatchReleases(ctx, namespace, key)
+	})
+	var watches []*fencelock.Watch
+	var errs []error
+	for _, a := range answers {
+		if a.err != nil {
+			errs = append(errs, a.err)
+		} else {
+			watches = append(watches, a.val)
+		}
+	}
+	if len(watches) == 0 {
+		return nil, &QuorumError{Op: "watch", Need: 1, Errs: errs}
+	}
+	// One goroutine per master's watch forwards its wake-ups until the
+	// watch is stopped; Stop waits for them.
+	wake := make(chan struct{}, 1)
+	quit := make(chan struct{})
+	var forwarders sync.WaitGroup
+	for _, w := range watches {
+		forwarders.Go(func() {
+			for {
+				select {
+				case <-quit:
+					return
+				case <-w.C:
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		})
+	}
+	var once sync.Once
+	return fencelock.NewWatch(wake, func() {
+		once.Do(func() {
+			close(quit)
+			forwarders.Wait()
+			for _, w := range watches {
+				w.Stop()
+			}
+		})
+	}), nil
+}
+
+// Close closes every master's redisbackend.Backend (not the Redis clients).
+func (b *Backend) Close() error {
+	var errs []error
+	for _, n := range b.nodes {
+		if err := n.b.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -201,7 +201,7 @@ func TestJobAcrossProcesses(t *testing.T) {
 	srv, rdb := startRedis(t)
 	ctx := ctxTimeout(t, 60*time.Second)
 	const ticks = 15
-	start := time.Now().Truncate(time.Second).Add(2 * time.Second) // time for the children to start
+	start := time.Now().Truncate(time.Second).Add(3 * time.Second) // time for the children to start, on a busy machine too
 	var children []*exec.Cmd
 	var outs []*bufio.Scanner
 	for i := range 3 {
@@ -216,6 +216,9 @@ func TestJobAcrossProcesses(t *testing.T) {
 		for out.Scan() {
 			if n, ok := strings.CutPrefix(out.Text(), "RAN "); ok {
 				ran, _ = strconv.Atoi(n)
+			}
+			if strings.HasPrefix(out.Text(), "SKIP ") {
+				t.Logf("process %d: %s", i, out.Text())
 			}
 		}
 		if err := children[i].Wait(); err != nil {
@@ -322,7 +325,9 @@ func TestJobChild(t *testing.T) {
 			select {} // killed here
 		})
 	case "ticks":
-		job := fencelock.Job{Name: "every-second", Period: time.Second, LockAtLeast: 500 * time.Millisecond, LockAtMost: 10 * time.Second}
+		// LockAtLeast covers the 100ms spread of the schedulers, and CPU
+		// starvation of a busy test machine up to 700ms more.
+		job := fencelock.Job{Name: "every-second", Period: time.Second, LockAtLeast: 800 * time.Millisecond, LockAtMost: 10 * time.Second}
 		ran := 0
 		for tick := range cfg.Ticks {
 			scheduled := cfg.Start.Add(time.Duration(tick) * time.Second)
@@ -332,7 +337,10 @@ func TestJobChild(t *testing.T) {
 				time.Sleep(time.Duration(rand.N(40)) * time.Millisecond) // a fast job
 				return rdb.HIncrBy(ctx, "job-runs", strconv.Itoa(tick), 1).Err()
 			})
-			if err != nil {
+			switch {
+			case errors.Is(err, fencelock.ErrNotAcquired):
+				fmt.Printf("SKIP tick %d: %v\n", tick, err) // the parent finds the tick without a run
+			case err != nil:
 				t.Errorf("tick %d: %v", tick, err)
 			}
 			if ok {

@@ -198,7 +198,9 @@ func TestWriterIntentTiming(t *testing.T) {
 }
 
 // The writer gets the lock the moment the last reader releases; readers
-// waiting behind it get theirs the moment it releases.
+// waiting behind it get theirs the moment it releases, before a second
+// writer that waits too (the readers' turn), which gets the lock when they
+// release.
 func TestRWHandOverTiming(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, c := hmSetup(t)
@@ -226,14 +228,23 @@ func TestRWHandOverTiming(t *testing.T) {
 			t.Fatalf("writer: %v after %v, want the lock at 2s, when the last reader left", w.err, w.took)
 		}
 		hmPending(reader) // the writer holds
+		writer2 := hmGo(func() (*fencelock.Lock, error) { return rw.AcquireWrite(ctx, 30*time.Second) })
+		hmPending(writer2)
 		time.Sleep(time.Second)
 		w.lk.Release(ctx)
 		r := <-reader
 		if r.err != nil || r.took != 3*time.Second {
 			t.Fatalf("reader: %v after %v, want the lock at 3s, when the writer left", r.err, r.took)
 		}
-		if !(r1.Fence() < r2.Fence() && r2.Fence() < w.lk.Fence() && w.lk.Fence() < r.lk.Fence()) {
-			t.Fatalf("fences %d %d %d %d, want increasing in acquisition order", r1.Fence(), r2.Fence(), w.lk.Fence(), r.lk.Fence())
+		hmPending(writer2) // the admitted reader holds
+		time.Sleep(time.Second)
+		r.lk.Release(ctx)
+		w2 := <-writer2
+		if w2.err != nil || w2.took != 2*time.Second {
+			t.Fatalf("second writer: %v after %v, want the lock at 4s, when the admitted reader left", w2.err, w2.took)
+		}
+		if !(r1.Fence() < r2.Fence() && r2.Fence() < w.lk.Fence() && w.lk.Fence() < r.lk.Fence() && r.lk.Fence() < w2.lk.Fence()) {
+			t.Fatalf("fences %d %d %d %d %d, want increasing in acquisition order", r1.Fence(), r2.Fence(), w.lk.Fence(), r.lk.Fence(), w2.lk.Fence())
 		}
 	})
 }

@@ -15,31 +15,38 @@ import (
 // lock:
 //   - Every hold, read or write, has a lease of its own counted by the
 //     store's clock and is identified by its Token; a hold whose lease has
-//     ended is gone (every call first drops those).
-//   - AcquireRW is atomic. A writer gets the lock only when it has no live
-//     hold at all; a reader only when no writer holds it and no writer's
-//     intent is live. Each grant mints a fence strictly greater than every
-//     fence minted before for the lock (readers and writers share one
-//     counter) and than req.FenceFloor, in the same step.
-//   - A writer refused with req.Intent > 0 registers its intent to write
-//     (or renews it) for Intent from now; a live intent refuses new
-//     readers (writer preference) and lapses unless renewed, so a writer
-//     that died blocks readers for the rest of its intent at most. Taking
-//     the lock, and any release by its Token, withdraws the writer's
-//     intent; a release that finds only an intent reports Held false.
+//     ended is gone (every call first drops those, and every place below
+//     whose lease has ended).
+//   - A refused attempt with req.Place > 0 registers (or renews) the
+//     caller's place for Place from now: a writer's intent, or a reader's
+//     place among the readers waiting. A release by the Token, and taking
+//     the lock, withdraw it; a release that finds only a place reports
+//     Held false.
+//   - AcquireRW is atomic. A writer gets the lock only when no hold is live
+//     and no admitted reader (below) is live. A reader gets it when it is
+//     admitted, or when no writer holds the lock and no writer's intent is
+//     live (writers are preferred). The release of the writer admits every
+//     reader then waiting (each for the rest of its place's lease), so that
+//     readers and writers take turns and neither starves the other. Each
+//     grant mints a fence strictly greater than every fence minted before
+//     for the lock (readers and writers share one counter) and than
+//     req.FenceFloor, in the same step.
 //   - A Token that holds a live hold is a retry: it succeeds with the same
 //     fence and sets the lease to TTL from now. Tombstones refuse a token
-//     as for the lock. Owner is ignored: holds are not re-entrant.
+//     as for the lock, and drop its place. Owner is ignored: holds are not
+//     re-entrant.
 //   - ReleaseRW, RenewRW and RWTTL act only on the Token's hold, as
 //     Release, Renew and TTL do on a hold of the lock; renewal never
 //     re-creates a lapsed hold. ReleaseResult.Remaining is 0.
 //   - A refused acquire reports in HolderTTL the time until the lock may
-//     let it in: for a writer, until the last live hold's lease ends; for a
-//     reader, until the writer's lease or the earliest intent ends.
+//     let it in: for a writer, until the last live hold's or admitted
+//     reader's lease ends; for a reader, until the writer's lease or the
+//     earliest intent ends.
 //   - WatchRW delivers a value when a release may let a waiter in: the
-//     writer's release, the last reader's release, or the withdrawal of
-//     the last intent, after an acquire was refused. A backend without
-//     notifications returns an error (waiters then poll).
+//     writer's release, the last reader's release, the withdrawal of the
+//     last intent or of the last admitted reader, after an acquire was
+//     refused. A backend without notifications returns an error (waiters
+//     then poll).
 type RWLockBackend interface {
 	AcquireRW(ctx context.Context, req RWRequest) (AcquireResult, error)
 	ReleaseRW(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
@@ -54,18 +61,20 @@ type RWRequest struct {
 	// Write asks for the exclusive (write) hold; false asks for a shared
 	// (read) hold.
 	Write bool
-	// Intent, for a writer, is how long a refused attempt registers the
-	// writer's intent, which keeps new readers out. 0: register nothing
-	// (a single attempt). Ignored for readers.
-	Intent time.Duration
+	// Place is how long a refused attempt keeps the caller's place: a
+	// writer's intent, which keeps new readers out, or a reader's place
+	// among those admitted when the writer releases. 0: no place (a single
+	// attempt).
+	Place time.Duration
 }
 
-// WriterIntentLease is how long a waiting writer's intent stays registered
-// on the server without being renewed; the writer renews it every third of
-// that while it waits. New readers wait while any writer's intent is live,
-// so a writer that crashes or is paused keeps readers out for this long at
-// most.
-const WriterIntentLease = 2 * time.Second
+// RWPlaceLease is how long a waiting writer's intent, or a waiting reader's
+// place, stays registered on the server without being renewed; the waiter
+// renews it every third of that while it waits. So a writer that crashes
+// or is paused while it waits keeps new readers out for this long at most,
+// and a reader admitted after a writer that never comes holds the next
+// writer up for this long at most.
+const RWPlaceLease = 2 * time.Second
 
 // RWLock is a read-write lock shared by every Client of the same backend
 // and namespace: any number of readers at once, or one writer. Make one
@@ -77,14 +86,16 @@ const WriterIntentLease = 2 * time.Second
 // lease keeper independently of the other holds (WithAutoRenew, Refresh),
 // and the loss signals of a Lock (Done, Err, Context: ErrLost).
 //
-// Writers are preferred: a writer that waits registers its intent on the
-// server, and from then on new readers wait until the writer has had the
-// lock (readers that hold it keep it until they release it or their leases
-// end). A writer never gets the lock while any reader's lease is live. So,
-// as with sync.RWMutex, a holder of a read hold must not take another read
-// hold of the same lock while a writer may be waiting: it would wait for a
-// writer that waits for it (until a lease ends). Holds are not re-entrant;
-// WithOwner is ignored.
+// Writers are preferred, and readers get their turn: a writer that waits
+// registers its intent on the server, and from then on new readers wait
+// (readers that hold the lock keep it until they release it or their
+// leases end; a writer never gets the lock while any reader's lease is
+// live). When the writer releases, the readers that waited meanwhile are
+// let in before the next writer, as with sync.RWMutex; so neither side
+// starves the other. As with sync.RWMutex, a holder of a read hold must not
+// take another read hold of the same lock while a writer may be waiting: it
+// would wait for a writer that waits for it (until a lease ends). Holds are
+// not re-entrant; WithOwner is ignored.
 //
 // A read-write lock is apart from the plain lock and the semaphore of the
 // same name: they never block each other.
@@ -105,21 +116,18 @@ func (c *Client) RWLock(name string) *RWLock {
 	}
 	ops := c.prims.rw
 	mode := func(write bool) *primitive {
-		p := &primitive{
+		return &primitive{
 			ops: ops,
 			acquire: func(ctx context.Context, req AcquireRequest, single bool) (AcquireResult, error) {
 				r := RWRequest{AcquireRequest: req, Write: write}
-				if write && !single {
-					r.Intent = WriterIntentLease
+				if !single {
+					r.Place = RWPlaceLease
 				}
 				return ops.b.AcquireRW(ctx, r)
 			},
-			watch: ops.b.WatchRW,
+			watch:     ops.b.WatchRW,
+			keepAlive: RWPlaceLease / 3,
 		}
-		if write {
-			p.keepAlive = WriterIntentLease / 3
-		}
-		return p
 	}
 	rw.read, rw.write = mode(false), mode(true)
 	return rw
@@ -136,23 +144,26 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ..
 }
 
 // AcquireRead takes a read hold with a lease of ttl, waiting while a writer
-// holds the lock or waits for it. The options and errors are those of
-// Client.Acquire.
+// holds the lock or waits for it. It keeps a place on the server while it
+// waits (see RWPlaceLease), which lets it in when the writer releases,
+// before the next writer; it withdraws the place when it gives up. The
+// options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return rw.acquire(ctx, ttl, opts, rw.read, false)
 }
 
 // TryAcquireWrite makes one attempt to take the write hold with a lease of
-// ttl. It returns an error matching ErrNotAcquired when any hold is live,
-// and registers no intent.
+// ttl. It returns an error matching ErrNotAcquired when any hold is live
+// (or readers admitted after the last writer have yet to come), and
+// registers no intent.
 func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return rw.acquire(ctx, ttl, opts, rw.write, true)
 }
 
 // AcquireWrite takes the write hold with a lease of ttl, waiting until no
 // reader's or writer's lease is live. While it waits, its intent keeps new
-// readers out (see WriterIntentLease); it withdraws the intent when it
-// gives up. The options and errors are those of Client.Acquire.
+// readers out (see RWPlaceLease); it withdraws the intent when it gives up.
+// The options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return rw.acquire(ctx, ttl, opts, rw.write, false)
 }

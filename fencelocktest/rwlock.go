@@ -18,6 +18,8 @@ func init() {
 		{"RWWriterExclusive", rwCheck(rwWriterExclusive)},
 		{"RWWriterPreference", rwCheck(rwWriterPreference)},
 		{"RWIntentLapses", rwCheck(rwIntentLapses)},
+		{"RWReadersTurnAfterWriter", rwCheck(rwReadersTurn)},
+		{"RWAdmittedReaderLapses", rwCheck(rwAdmittedReaderLapses)},
 		{"RWLapsedReaderFreesWriter", rwCheck(rwLapsedReaderFreesWriter)},
 		{"RWRetryIsIdempotent", rwCheck(rwRetryIsIdempotent)},
 		{"RWRenew", rwCheck(rwRenew)},
@@ -42,11 +44,11 @@ func rwOps(rb fencelock.RWLockBackend) holdCalls {
 	return holdCalls{kind: "rw hold", release: rb.ReleaseRW, renew: rb.RenewRW, ttl: rb.RWTTL, watch: rb.WatchRW}
 }
 
-// rw makes one attempt for token: a read hold, or a write hold that
-// registers an intent for intent when refused (none when 0).
-func (s *suite) rw(ctx context.Context, rb fencelock.RWLockBackend, key, token string, write bool, ttl, intent time.Duration) fencelock.AcquireResult {
+// rw makes one attempt for token, for a read or write hold, keeping a place
+// for place when refused (none when 0).
+func (s *suite) rw(ctx context.Context, rb fencelock.RWLockBackend, key, token string, write bool, ttl, place time.Duration) fencelock.AcquireResult {
 	s.t.Helper()
-	req := fencelock.RWRequest{Write: write, Intent: intent, AcquireRequest: fencelock.AcquireRequest{
+	req := fencelock.RWRequest{Write: write, Place: place, AcquireRequest: fencelock.AcquireRequest{
 		LockRef: s.ref(key, token), Owner: token, TTL: ttl}}
 	res, err := rb.AcquireRW(ctx, req)
 	if err != nil {
@@ -244,5 +246,69 @@ func rwApartFromOthers(ctx context.Context, s *suite, rb fencelock.RWLockBackend
 	}
 	if res := s.rw(ctx, rb, "k", "w", write, 30*time.Second, 0); !res.Acquired {
 		s.t.Fatalf("writer while the lock and a permit of the same name are held: %+v, want acquired", res)
+	}
+}
+
+// The writer's release lets the readers that waited (with a place) in
+// before the next writer, although that writer's intent is live; readers
+// that come later wait for that writer.
+func rwReadersTurn(ctx context.Context, s *suite, rb fencelock.RWLockBackend) {
+	const ttl, place = 30 * time.Second, 30 * time.Second
+	w1 := s.rw(ctx, rb, "k", "w1", write, ttl, place)
+	if !w1.Acquired {
+		s.t.Fatalf("first writer: %+v", w1)
+	}
+	for _, tok := range []string{"r1", "r2"} {
+		if res := s.rw(ctx, rb, "k", tok, read, ttl, place); res.Acquired {
+			s.t.Fatalf("reader %s while a writer holds: %+v, want refused", tok, res)
+		}
+	}
+	if res := s.rw(ctx, rb, "k", "w2", write, ttl, place); res.Acquired {
+		s.t.Fatalf("second writer while the first holds: %+v, want refused", res)
+	}
+	s.holdRelease(ctx, rwOps(rb), "k", "w1", 0)
+	if res := s.rw(ctx, rb, "k", "w2", write, ttl, place); res.Acquired || res.HolderTTL <= 0 {
+		s.t.Fatalf("second writer before the readers admitted by the first's release came: %+v, want refused", res)
+	}
+	if res := s.rw(ctx, rb, "k", "late", read, ttl, place); res.Acquired {
+		s.t.Fatalf("a reader that did not wait, while a writer waits: %+v, want refused", res)
+	}
+	for _, tok := range []string{"r1", "r2"} {
+		if res := s.rw(ctx, rb, "k", tok, read, ttl, place); !res.Acquired || res.Fence <= w1.Fence {
+			s.t.Fatalf("admitted reader %s despite the waiting writer: %+v, want acquired with a fence above %d", tok, res, w1.Fence)
+		}
+	}
+	s.holdRelease(ctx, rwOps(rb), "k", "r1", 0)
+	s.holdRelease(ctx, rwOps(rb), "k", "r2", 0)
+	if res := s.rw(ctx, rb, "k", "w2", write, ttl, place); !res.Acquired {
+		s.t.Fatalf("second writer after the admitted readers left: %+v, want acquired", res)
+	}
+}
+
+// A reader admitted by a writer's release that never comes holds the next
+// writer up until its place lapses, no longer; one that gives up (a
+// release by its token) at once.
+func rwAdmittedReaderLapses(ctx context.Context, s *suite, rb fencelock.RWLockBackend) {
+	const ttl = 30 * time.Second
+	s.rw(ctx, rb, "k", "w1", write, ttl, ttl)
+	s.rw(ctx, rb, "k", "gone", read, ttl, 300*time.Millisecond)
+	s.rw(ctx, rb, "k", "quitter", read, ttl, ttl)
+	s.holdRelease(ctx, rwOps(rb), "k", "w1", 0)
+	if res := s.holdRelease(ctx, rwOps(rb), "k", "quitter", 0); res.Held {
+		s.t.Fatalf("an admitted reader's withdrawal: %+v, want Held false (it held nothing)", res)
+	}
+	res := s.rw(ctx, rb, "k", "w2", write, ttl, ttl)
+	if res.Acquired || res.HolderTTL <= 0 || res.HolderTTL > 300*time.Millisecond {
+		s.t.Fatalf("writer while an admitted reader's 300ms place runs: %+v, want refused for at most 300ms", res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		if res := s.rw(ctx, rb, "k", "w2", write, ttl, ttl); res.Acquired {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("writer still refused 5s after the admitted reader's 300ms place")
+		}
 	}
 }

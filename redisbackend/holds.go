@@ -23,17 +23,21 @@ import (
 //	                              refused since the last wake-up
 //	NS:{KEY}:KIND:writers         sorted set (rw): waiting writers' intents,
 //	                              score = when each lapses (server ms)
+//	NS:{KEY}:KIND:readers         sorted set (rw): waiting readers' places,
+//	                              score = when each lapses (server ms)
+//	NS:{KEY}:KIND:admitted        sorted set (rw): readers let in ahead of
+//	                              writers by the last writer's release
 //	NS:{KEY}:KIND:fence           string: the last fence minted
 //	NS:{KEY}:KIND:tombstone:TOK   string, expiring: acquires by TOK refused
 //	NS:{KEY}:KIND:released        pub/sub channel: "released"
 //
-// The hold keys expire with the latest lease (or intent) they keep; the
+// The hold keys expire with the latest lease (or place) they keep; the
 // fence counter as the lock's does (WithFenceCounterExpiry). The hash tag
 // is the lock's, so a semaphore or read-write lock is one Cluster slot.
 
 // holdKeys are the names one semaphore or read-write lock uses.
 type holdKeys struct {
-	prefix, holds, info, writers, fence, channel string
+	prefix, holds, info, writers, readers, admitted, fence, channel string
 }
 
 func holdKeysFor(namespace, key, kind string) holdKeys {
@@ -42,7 +46,9 @@ func holdKeysFor(namespace, key, kind string) holdKeys {
 		prefix:  p,
 		holds:   p,
 		info:    p + ":info",
-		writers: p + ":writers",
+		writers:  p + ":writers",
+		readers:  p + ":readers",
+		admitted: p + ":admitted",
 		fence:   p + ":fence",
 		channel: p + ":released",
 	}
@@ -52,7 +58,12 @@ func (k holdKeys) tombstone(token string) string { return k.prefix + ":tombstone
 
 // releaseKeys are the KEYS of holdsReleaseScript for token.
 func (k holdKeys) releaseKeys(token string) []string {
-	return []string{k.holds, k.info, k.tombstone(token), k.writers}
+	return []string{k.holds, k.info, k.tombstone(token), k.writers, k.readers, k.admitted}
+}
+
+// renewKeys are the KEYS of holdsRenewScript.
+func (k holdKeys) renewKeys() []string {
+	return []string{k.holds, k.info, k.writers, k.readers, k.admitted}
 }
 
 // holdFunctions are the Lua helpers of the hold scripts (with prelude's
@@ -73,6 +84,13 @@ local function prune_holds(holds, info, now)
   end
 end
 
+-- prune_places drops the places (of a read-write lock) that lapsed by now.
+local function prune_places(writers, readers, admitted, now)
+  redis.call('ZREMRANGEBYSCORE', writers, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', admitted, '-inf', now)
+end
+
 -- last_score is the highest score of a sorted set, or 0 when it is empty.
 local function last_score(set)
   local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
@@ -87,68 +105,75 @@ local function first_score(set)
   return tonumber(first[2])
 end
 
--- keep_alive makes the keys expire with the latest lease or intent they
--- keep, and deletes them when there is none.
-local function keep_alive(holds, info, writers, now)
-  local holdsEnd, writersEnd = last_score(holds), last_score(writers)
-  local latest = math.max(holdsEnd, writersEnd)
+-- keep_alive makes each sorted set of sets (the holds and the places)
+-- expire with its latest entry, and info with the latest of all; with no
+-- entry left, info is deleted.
+local function keep_alive(info, sets, now)
+  local latest = 0
+  for i = 1, #sets do
+    local last = last_score(sets[i])
+    if last > now then
+      redis.call('PEXPIRE', sets[i], last - now)
+      if last > latest then latest = last end
+    end
+  end
   if latest <= now then
-    redis.call('DEL', holds, info, writers)
+    redis.call('DEL', info)
     return
   end
   redis.call('PEXPIRE', info, latest - now)
-  if holdsEnd > now then redis.call('PEXPIRE', holds, holdsEnd - now) end
-  if writersEnd > now then redis.call('PEXPIRE', writers, writersEnd - now) end
 end
 
 -- grant gives token a new hold with a new fence, and returns the acquire
 -- scripts' reply.
-local function grant(holds, info, writers, counter, token, nowUs, ttl, floor, counterTTL)
+local function grant(holds, info, sets, counter, token, nowUs, ttl, floor, counterTTL)
   local fence = mint_fence(counter, nowUs, floor, counterTTL)
   local now = math.floor(nowUs / 1000)
   redis.call('ZADD', holds, now + ttl, token)
   redis.call('HSET', info, 'f:' .. token, string.format('%d', fence))
-  keep_alive(holds, info, writers, now)
+  keep_alive(info, sets, now)
   return {1, fence, 1}
 end
 
 -- retry_hold restarts the lease of token's live hold (an acquire whose
 -- reply was lost, sent again) and returns the acquire reply; nil when token
 -- holds nothing.
-local function retry_hold(holds, info, writers, token, now, ttl)
+local function retry_hold(holds, info, sets, token, now, ttl)
   if not redis.call('ZSCORE', holds, token) then return nil end
   redis.call('ZADD', holds, now + ttl, token)
-  keep_alive(holds, info, writers, now)
+  keep_alive(info, sets, now)
   return {1, tonumber(redis.call('HGET', info, 'f:' .. token)), 1}
 end
 
 -- refuse marks the keys as waited for (the next release that may let a
 -- waiter in publishes) and returns the acquire reply of a refusal, with
 -- wait ms until something may change (-1: unknown).
-local function refuse(holds, info, writers, now, wait)
+local function refuse(info, sets, now, wait)
   redis.call('HSET', info, 'waited', '1')
-  keep_alive(holds, info, writers, now)
+  keep_alive(info, sets, now)
   return {0, 0, 0, wait}
 end
 `
 
-// holdsReleaseScript gives up token's hold, or withdraws its writer's
-// intent. It publishes "released", if an acquire was refused since the
-// last message, when the release may let a waiter in: any permit of a
-// semaphore; the writer, the last reader or the last intent of a
-// read-write lock.
+// holdsReleaseScript gives up token's hold, or withdraws its place. It
+// publishes "released", if an acquire was refused since the last message,
+// when the release may let a waiter in: any permit of a semaphore; the
+// writer, the last reader, the last intent or the last admitted reader of
+// a read-write lock. The writer's release admits the readers waiting.
 //
-//	KEYS: holds, info, tombstone, writers    ARGV: token, channel, tombstone (ms, 0: none), rw (1 for a read-write lock)
+//	KEYS: holds, info, tombstone, writers, readers, admitted (the last three
+//	      unused by semaphores)
+//	ARGV: token, channel, tombstone (ms, 0: none), rw (1 for a read-write lock)
 //	returns 0 when the token's hold was live and is released, -1 when not.
 var holdsReleaseScript = newScript(prelude + holdFunctions + `
-local holds, info, tombstone, writers = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local holds, info, tombstone = KEYS[1], KEYS[2], KEYS[3]
+local writers, readers, admitted = KEYS[4], KEYS[5], KEYS[6]
 local token, channel, tombstoneMs, rw = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 if tombstoneMs > 0 then
   redis.call('SET', tombstone, '1', 'PX', tombstoneMs)
 end
 local now = math.floor(now_us() / 1000)
 local ends = redis.call('ZSCORE', holds, token)
-local intent = redis.call('ZREM', writers, token) == 1
 local wasWriter = false
 if ends then
   redis.call('ZREM', holds, token)
@@ -158,17 +183,28 @@ if ends then
     wasWriter = true
   end
 end
-prune_holds(holds, info, now)
-redis.call('ZREMRANGEBYSCORE', writers, '-inf', now)
 local wake = ends ~= false
 if rw then
-  wake = wasWriter or (ends and redis.call('ZCARD', holds) == 0) or
+  local intent = redis.call('ZREM', writers, token) == 1
+  redis.call('ZREM', readers, token)
+  local wasAdmitted = redis.call('ZREM', admitted, token) == 1
+  prune_holds(holds, info, now)
+  prune_places(writers, readers, admitted, now)
+  if wasWriter then
+    -- The readers' turn: those waiting go in before the next writer.
+    redis.call('ZUNIONSTORE', admitted, 2, admitted, readers, 'AGGREGATE', 'MAX')
+    redis.call('DEL', readers)
+  end
+  local free = redis.call('ZCARD', holds) == 0 and redis.call('ZCARD', admitted) == 0
+  wake = wasWriter or (ends and free) or (wasAdmitted and free) or
     (intent and redis.call('ZCARD', writers) == 0)
+else
+  prune_holds(holds, info, now)
 end
 if wake and redis.call('HDEL', info, 'waited') == 1 then
   redis.call('PUBLISH', channel, 'released')
 end
-keep_alive(holds, info, writers, now)
+keep_alive(info, {holds, writers, readers, admitted}, now)
 if not ends or tonumber(ends) <= now then
   return -1
 end
@@ -178,10 +214,10 @@ return 0
 // holdsRenewScript sets the lease of token's live hold to ttl from now; it
 // never re-creates a lapsed hold.
 //
-//	KEYS: holds, info, writers    ARGV: token, ttl (ms)
+//	KEYS: holds, info, writers, readers, admitted    ARGV: token, ttl (ms)
 //	returns 1 when renewed, 0 when the token has no live hold.
 var holdsRenewScript = newScript(prelude + holdFunctions + `
-local holds, info, writers = KEYS[1], KEYS[2], KEYS[3]
+local holds, info = KEYS[1], KEYS[2]
 local token, ttl = ARGV[1], tonumber(ARGV[2])
 local now = math.floor(now_us() / 1000)
 local ends = redis.call('ZSCORE', holds, token)
@@ -189,7 +225,7 @@ if not ends or tonumber(ends) <= now then
   return 0
 end
 redis.call('ZADD', holds, now + ttl, token)
-keep_alive(holds, info, writers, now)
+keep_alive(info, {holds, KEYS[3], KEYS[4], KEYS[5]}, now)
 return 1
 `)
 
@@ -278,7 +314,7 @@ func (b *Backend) renewHolds(ctx context.Context, kind string, reqs []fencelock.
 			return nil, err
 		}
 		k := holdKeysFor(r.Namespace, r.Key, kind)
-		calls[i] = call{keys: []string{k.holds, k.info, k.writers}, args: []any{r.Token, ms(r.TTL)}}
+		calls[i] = call{keys: k.renewKeys(), args: []any{r.Token, ms(r.TTL)}}
 	}
 	return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
 		if b.ack != nil {

@@ -18,13 +18,14 @@ var _ fencelock.SemaphoreBackend = (*Backend)(nil)
 // permits are live, minting its fence; a token that holds a live permit
 // restarts its lease (a retry). A refusal marks the semaphore as waited for.
 //
-//	KEYS: holds, info, fence counter, tombstone, writers (unused)
+//	KEYS: holds, info, fence counter, tombstone
 //	ARGV: token, ttl (ms), counter expiry (ms, 0: none), fence floor, permits
 //	returns {1, fence, 1} when taken; when not, {0, 0, 0, ms until the
 //	earliest permit's lease ends, or -1}.
 var semAcquireScript = newScript(prelude + holdFunctions + `
-local holds, info, counter, tombstone, writers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local holds, info, counter, tombstone = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, counterTTL, floor, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local sets = {holds}
 
 local nowUs = now_us()
 local now = math.floor(nowUs / 1000)
@@ -37,13 +38,13 @@ if redis.call('EXISTS', tombstone) == 1 then
   return {0, 0, 0, -1}
 end
 
-local again = retry_hold(holds, info, writers, token, now, ttl)
+local again = retry_hold(holds, info, sets, token, now, ttl)
 if again then return again end
 
 if redis.call('ZCARD', holds) < permits then
-  return grant(holds, info, writers, counter, token, nowUs, ttl, floor, counterTTL)
+  return grant(holds, info, sets, counter, token, nowUs, ttl, floor, counterTTL)
 end
-return refuse(holds, info, writers, now, first - now)
+return refuse(info, sets, now, first - now)
 `)
 
 // AcquirePermit implements fencelock.SemaphoreBackend.
@@ -55,7 +56,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest
 		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "semaphore permits", Value: req.Permits, Reason: "must be at least 1"}
 	}
 	k := holdKeysFor(req.Namespace, req.Key, semKind)
-	keys := []string{k.holds, k.info, k.fence, k.tombstone(req.Token), k.writers}
+	keys := []string{k.holds, k.info, k.fence, k.tombstone(req.Token)}
 	args := []any{req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0), req.Permits}
 	return b.acquireHold(ctx, semAcquireScript, keys, k, false, req.Token, args)
 }

@@ -42,6 +42,8 @@ type holdSet struct {
 	counter    int64                // the last fence minted
 	writer     string               // rw: the writer's token while it holds the lock
 	intents    map[string]time.Time // rw: waiting writers' intents, by token, with when each lapses
+	readers    map[string]time.Time // rw: waiting readers' places, likewise
+	admitted   map[string]time.Time // rw: readers the last writer's release let in ahead of writers
 	tombstones map[string]time.Time
 }
 
@@ -57,21 +59,23 @@ func (h *holdState) set(id holdID) *holdSet {
 	}
 	s := h.sets[id]
 	if s == nil {
-		s = &holdSet{holds: map[string]holdEntry{}, intents: map[string]time.Time{}, tombstones: map[string]time.Time{}}
+		s = &holdSet{holds: map[string]holdEntry{}, intents: map[string]time.Time{}, readers: map[string]time.Time{},
+			admitted: map[string]time.Time{}, tombstones: map[string]time.Time{}}
 		h.sets[id] = s
 	}
 	return s
 }
 
-// prune drops what ended by now: holds, the writer mark, intents and
+// prune drops what ended by now: holds, the writer mark, places and
 // tombstones.
 func (s *holdSet) prune(now time.Time) {
 	maps.DeleteFunc(s.holds, func(_ string, h holdEntry) bool { return !h.end.After(now) })
 	if _, ok := s.holds[s.writer]; !ok {
 		s.writer = ""
 	}
-	maps.DeleteFunc(s.intents, func(_ string, end time.Time) bool { return !end.After(now) })
-	maps.DeleteFunc(s.tombstones, func(_ string, end time.Time) bool { return !end.After(now) })
+	for _, m := range []map[string]time.Time{s.intents, s.readers, s.admitted, s.tombstones} {
+		maps.DeleteFunc(m, func(_ string, end time.Time) bool { return !end.After(now) })
+	}
 }
 
 // ends returns the lease ends of the live holds, sorted.
@@ -140,25 +144,36 @@ func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.Ac
 		last = ends[len(ends)-1]
 	}
 	if _, ok := s.tombstones[req.Token]; ok {
-		delete(s.intents, req.Token)
+		s.dropPlaces(req.Token)
 		return fencelock.AcquireResult{HolderTTL: waitFor(last, now)}
 	}
 	if res, ok := s.retry(now, req.AcquireRequest); ok {
 		return res
 	}
 	if req.Write {
-		if len(s.holds) == 0 {
-			delete(s.intents, req.Token)
+		if len(s.holds) == 0 && len(s.admitted) == 0 {
+			s.dropPlaces(req.Token)
 			s.writer = req.Token
 			return s.take(now, req.AcquireRequest)
 		}
-		if req.Intent > 0 {
-			s.intents[req.Token] = now.Add(req.Intent)
+		if req.Place > 0 {
+			s.intents[req.Token] = now.Add(req.Place)
+		}
+		// Every live hold, and every admitted reader, must be gone first.
+		for _, end := range s.admitted {
+			if end.After(last) {
+				last = end
+			}
 		}
 		return fencelock.AcquireResult{HolderTTL: waitFor(last, now)}
 	}
-	if s.writer == "" && len(s.intents) == 0 {
+	_, admitted := s.admitted[req.Token]
+	if s.writer == "" && (admitted || len(s.intents) == 0) {
+		s.dropPlaces(req.Token)
 		return s.take(now, req.AcquireRequest)
+	}
+	if req.Place > 0 {
+		s.readers[req.Token] = now.Add(req.Place)
 	}
 	// The writer's lease, or the earliest intent (it may lapse), bounds
 	// the wait.
@@ -174,8 +189,20 @@ func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.Ac
 	return fencelock.AcquireResult{HolderTTL: waitFor(until, now)}
 }
 
-// release gives up token's hold, or withdraws its intent. wake reports
+// dropPlaces withdraws every place of token; it reports whether it had an
+// intent and whether it was admitted.
+func (s *holdSet) dropPlaces(token string) (intent, admitted bool) {
+	_, intent = s.intents[token]
+	_, admitted = s.admitted[token]
+	delete(s.intents, token)
+	delete(s.readers, token)
+	delete(s.admitted, token)
+	return intent, admitted
+}
+
+// release gives up token's hold, or withdraws its places. wake reports
 // whether the release may let a waiter in (see the interfaces' contracts).
+// The writer's release admits the readers waiting.
 func (s *holdSet) release(now time.Time, rw bool, req fencelock.ReleaseRequest) (res fencelock.ReleaseResult, wake bool) {
 	if req.Tombstone > 0 {
 		end := now.Add(req.Tombstone)
@@ -184,17 +211,19 @@ func (s *holdSet) release(now time.Time, rw bool, req fencelock.ReleaseRequest) 
 		}
 	}
 	h, had := s.holds[req.Token]
-	_, intent := s.intents[req.Token]
 	delete(s.holds, req.Token)
-	delete(s.intents, req.Token)
+	intent, wasAdmitted := s.dropPlaces(req.Token)
 	wasWriter := had && s.writer == req.Token
 	if wasWriter {
 		s.writer = ""
+		maps.Copy(s.admitted, s.readers) // the readers' turn
+		clear(s.readers)
 	}
 	s.prune(now)
 	wake = had
 	if rw {
-		wake = wasWriter || (had && len(s.holds) == 0) || (intent && len(s.intents) == 0)
+		free := len(s.holds) == 0 && len(s.admitted) == 0
+		wake = wasWriter || (had && free) || (wasAdmitted && free) || (intent && len(s.intents) == 0)
 	}
 	return fencelock.ReleaseResult{Held: had && h.end.After(now)}, wake
 }
@@ -228,8 +257,8 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (fence
 	if err := checkHoldAcquire(req.AcquireRequest); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
-	if req.Intent < 0 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "intent", Value: req.Intent, Reason: "must not be negative"}
+	if req.Place < 0 {
+		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
 		return b.holds.set(holdIDOf(true, req.LockRef)).acquireRW(now, req), nil
@@ -370,11 +399,13 @@ func (b *Backend) watchHolds(ctx context.Context, id holdID) (*fencelock.Watch, 
 
 // HoldState is the state of a semaphore or read-write lock, for tests.
 type HoldState struct {
-	Holds   map[string]time.Time // live holds: token → lease end
-	Fences  map[string]int64     // live holds: token → fence
-	Writer  string               // read-write lock: the writer's token while it holds the lock
-	Intents []string             // read-write lock: tokens of waiting writers with a live intent, sorted
-	Counter int64                // the last fence minted
+	Holds    map[string]time.Time // live holds: token → lease end
+	Fences   map[string]int64     // live holds: token → fence
+	Writer   string               // read-write lock: the writer's token while it holds the lock
+	Intents  []string             // read-write lock: tokens of waiting writers with a live intent, sorted
+	Readers  []string             // read-write lock: tokens of waiting readers with a live place, sorted
+	Admitted []string             // read-write lock: tokens of readers let in ahead of writers, sorted
+	Counter  int64                // the last fence minted
 }
 
 // SemaphoreState returns the live permits of the semaphore named key.
@@ -402,6 +433,8 @@ func (b *Backend) holdState(id holdID) HoldState {
 	}
 	st.Writer, st.Counter = s.writer, s.counter
 	st.Intents = slices.Sorted(maps.Keys(s.intents))
+	st.Readers = slices.Sorted(maps.Keys(s.readers))
+	st.Admitted = slices.Sorted(maps.Keys(s.admitted))
 	return st
 }
 

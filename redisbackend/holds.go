@@ -43,14 +43,14 @@ type holdKeys struct {
 func holdKeysFor(namespace, key, kind string) holdKeys {
 	p := keysFor(namespace, key).base + ":" + kind
 	return holdKeys{
-		prefix:  p,
-		holds:   p,
-		info:    p + ":info",
+		prefix:   p,
+		holds:    p,
+		info:     p + ":info",
 		writers:  p + ":writers",
 		readers:  p + ":readers",
 		admitted: p + ":admitted",
-		fence:   p + ":fence",
-		channel: p + ":released",
+		fence:    p + ":fence",
+		channel:  p + ":released",
 	}
 }
 

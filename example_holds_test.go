@@ -1,0 +1,102 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// At most two exports run at a time, across every instance: each holds a
+// permit, and a third caller is refused (or, with Acquire, waits).
+func ExampleClient_Semaphore() {
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := fencelock.New(redisbackend.New(rdb))
+	defer locks.Close()
+	ctx := context.Background()
+
+	exports := locks.Semaphore("exports", 2)
+	first, err := exports.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	second, err := exports.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("two exports running; fences increase:", second.Fence() > first.Fence())
+
+	if _, err := exports.TryAcquire(ctx, time.Minute); errors.Is(err, fencelock.ErrNotAcquired) {
+		fmt.Println("a third export is refused")
+	}
+	first.Release(ctx)
+	third, err := exports.Acquire(ctx, time.Minute, fencelock.WithWait(5*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("after a release, the third export runs")
+	second.Release(ctx)
+	third.Release(ctx)
+	// Output:
+	// two exports running; fences increase: true
+	// a third export is refused
+	// after a release, the third export runs
+}
+
+// Readers share a document; a writer waits for them, and while it waits,
+// new readers wait for it.
+func ExampleClient_RWLock() {
+	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	defer rdb.Close()
+	locks := fencelock.New(redisbackend.New(rdb))
+	defer locks.Close()
+	ctx := context.Background()
+
+	doc := locks.RWLock("doc:7")
+	r1, _ := doc.AcquireRead(ctx, 30*time.Second)
+	r2, _ := doc.AcquireRead(ctx, 30*time.Second)
+	fmt.Println("two readers hold the document")
+
+	written := make(chan int64)
+	go func() {
+		w, err := doc.AcquireWrite(ctx, 30*time.Second) // waits for both readers
+		if err != nil {
+			fmt.Println(err)
+			close(written)
+			return
+		}
+		written <- w.Fence()
+		w.Release(ctx)
+	}()
+	// Once the writer has asked (its intent is on the server), new
+	// readers wait for it.
+	for {
+		r, err := doc.TryAcquireRead(ctx, 30*time.Second)
+		if errors.Is(err, fencelock.ErrNotAcquired) {
+			fmt.Println("a new reader waits for the writer")
+			break
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		r.Release(ctx) // the writer has not asked yet
+		time.Sleep(10 * time.Millisecond)
+	}
+	r1.Release(ctx)
+	r2.Release(ctx)
+	fence := <-written
+	fmt.Println("the writer ran after the readers; its fence is larger:", fence > r2.Fence())
+	// Output:
+	// two readers hold the document
+	// a new reader waits for the writer
+	// the writer ran after the readers; its fence is larger: true
+}

@@ -25,6 +25,11 @@
 // Inspect, ReleaseToken and ForceRelease manage a lock by its key, without
 // the *Lock (manage.go).
 //
+// Beside the lock, with holds of their own that are *Lock values too
+// (fenced, renewed by the same lease keeper, lost with ErrLost): Semaphore
+// allows n holders at a time (semaphore.go), and RWLock lets readers share
+// and writers in one at a time, writers first (rwlock.go).
+//
 // # What a lease guarantees, and what fencing adds
 //
 // A lock is a lease: the server frees it when its ttl runs out without a
@@ -89,5 +94,7 @@
 // assertion; a call that needs one the backend lacks returns an error
 // matching ErrUnsupported. LockInspector (Inspect, ForceRelease, Observe,
 // Leader) is implemented by the Redis backend and the in-memory test
-// backend; ReleaseNotifier (waking waiters at once) by both as well.
+// backend; ReleaseNotifier (waking waiters at once) by both as well, and so
+// are FairBackend (WithFairness), SemaphoreBackend (Semaphore) and
+// RWLockBackend (RWLock).
 package fencelock

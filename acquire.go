@@ -128,7 +128,7 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 		return nil, res, err
 	case !res.Acquired:
 		return nil, res, nil
-	case !time.Now().Before(deadline):
+	case !time.Now().Before(c.grantedEnd(sent, req.TTL, res.Validity)):
 		// Granted, but the reply came too late to use the lease.
 		return nil, AcquireResult{}, tooLate()
 	case res.Fence <= 0:

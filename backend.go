@@ -143,6 +143,13 @@ type AcquireResult struct {
 	// (zero if unknown or the lock has no expiry). Waiters use it to bound
 	// their fallback timer.
 	HolderTTL time.Duration
+	// Validity, when positive, is the lease the backend guarantees in place
+	// of TTL, counted from before the request was sent; the Client's local
+	// deadline is then based on it. A backend whose lease is not exactly
+	// TTL says so here: shorter (a quorum of servers whose clocks drift, as
+	// in the redlock package) or longer (a store that rounds leases up).
+	// Zero means TTL.
+	Validity time.Duration
 }
 
 // ReleaseRequest gives up one hold.
@@ -178,4 +185,8 @@ type RenewResult struct {
 	// Err is a per-lock failure that says nothing about ownership (the
 	// caller retries). Held is meaningless when Err is set.
 	Err error
+	// Validity, when positive, is the lease the renewal guarantees in place
+	// of the request's TTL, counted from before it was sent (see
+	// AcquireResult.Validity). Zero means TTL.
+	Validity time.Duration
 }

@@ -29,6 +29,16 @@ func (c *Client) localLease(ttl time.Duration) time.Duration {
 	return ttl - time.Duration(float64(ttl)*c.cfg.safetyMargin)
 }
 
+// grantedEnd is the local deadline of a lease of ttl granted by a request
+// sent at sent, whose backend reported validity (AcquireResult.Validity,
+// RenewResult.Validity; 0: the lease is ttl).
+func (c *Client) grantedEnd(sent time.Time, ttl, validity time.Duration) time.Time {
+	if validity > 0 {
+		ttl = validity
+	}
+	return c.leaseEnd(sent, ttl)
+}
+
 // leaseEnd is the local deadline of a lease of ttl granted by a request
 // sent at sent.
 func (c *Client) leaseEnd(sent time.Time, ttl time.Duration) time.Time {
@@ -93,7 +103,7 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 		l.mu.Unlock()
 		l.lose("renewal found the lock gone (expired, deleted or taken over)", false)
 	default:
-		l.deadline = l.boundedLocked(c.leaseEnd(sent, ttl))
+		l.deadline = l.boundedLocked(c.grantedEnd(sent, ttl, res.Validity))
 		l.nextRenew = sent.Add(l.autoRenew)
 		l.mu.Unlock()
 	}

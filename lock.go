@@ -64,7 +64,7 @@ func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Du
 		autoRenew: autoRenew,
 		tombstone: tombstone,
 		ttl:       req.TTL,
-		deadline:  c.leaseEnd(sent, req.TTL),
+		deadline:  c.grantedEnd(sent, req.TTL, res.Validity),
 		nextRenew: sent.Add(autoRenew),
 	}
 }

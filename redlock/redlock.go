@@ -162,7 +162,9 @@ func (b *Backend) Quorum() int { return b.quorum }
 
 // Validity returns the part of a lease of ttl that the Backend counts on,
 // from before its request was sent: ttl less the masters' clock drift
-// (ttl × the drift factor, plus 2 ms).
+// (ttl × the drift factor, plus 2 ms). Acquire and Renew report it
+// (AcquireResult.Validity, RenewResult.Validity), and the Client's local
+// deadline ends its safety margin before it.
 func (b *Backend) Validity(ttl time.Duration) time.Duration {
 	return ttl - time.Duration(float64(ttl)*b.drift) - 2*time.Millisecond
 }
@@ -245,7 +247,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 			b.undo(req, answers)
 			return fencelock.AcquireResult{}, err
 		}
-		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds}, nil
+		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}, nil
 	}
 	b.undo(req, answers)
 	if len(granted)+len(errs) >= b.quorum {
@@ -361,6 +363,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		switch {
 		case held >= b.quorum:
 			results[i].Held = true
+			results[i].Validity = b.Validity(reqs[i].TTL)
 		case held+unknown >= b.quorum:
 			results[i].Err = &QuorumError{Op: "renew", Need: b.quorum, Answers: len(b.nodes) - unknown, Errs: slices.Concat(errs, lockErrs)}
 		}

@@ -226,3 +226,34 @@ func TestPausedMasterNoDoubleGrant(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 }
+
+// Acquire and Renew report the validity (ttl less drift), and the Client's
+// deadline ends its safety margin before it.
+func TestValidityReported(t *testing.T) {
+	_, clients := masters(t, 3)
+	b := newRedlock(t, clients)
+	c := fencelock.New(b)
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	const ttl = 10 * time.Second
+	if want := ttl - ttl/100 - 2*time.Millisecond; b.Validity(ttl) != want {
+		t.Fatalf("Validity(%v) = %v, want %v", ttl, b.Validity(ttl), want)
+	}
+	before := time.Now()
+	lk, err := c.Acquire(ctx, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	defer lk.Release(ctx)
+	// The default safety margin is 10% of the lease counted on, from when
+	// the request was sent (between before and after).
+	local := b.Validity(ttl) * 9 / 10
+	if d := lk.Deadline(); d.Before(before.Add(local)) || d.After(after.Add(local)) {
+		t.Fatalf("deadline %v after the acquire began (it took %v), want 90%% of the validity, %v", d.Sub(before), after.Sub(before), local)
+	}
+	res, err := b.Renew(ctx, []fencelock.RenewRequest{{LockRef: fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "k", Token: lk.Token()}, TTL: ttl}})
+	if err != nil || len(res) != 1 || !res[0].Held || res[0].Validity != b.Validity(ttl) {
+		t.Fatalf("renew: %+v %v, want held with validity %v", res, err, b.Validity(ttl))
+	}
+}

@@ -146,7 +146,7 @@ func (e *NotAcquiredError) Unwrap() []error {
 // ErrUnavailable and, through Unwrap, the last backend error and the reason
 // the call stopped trying (ctx.Err(), ErrClosed) when there is one.
 type UnavailableError struct {
-	Op       string        // "acquire", "release", "refresh" or "ttl"
+	Op       string        // "acquire", "release", "refresh", "ttl" or "check"
 	Key      string        // the lock key, without namespace
 	Attempts int           // requests made
 	Waited   time.Duration // time spent
@@ -157,6 +157,9 @@ type UnavailableError struct {
 // Error says which call failed, after how many attempts, and why.
 func (e *UnavailableError) Error() string {
 	msg := fmt.Sprintf("fencelock: %s %q: backend unavailable", e.Op, e.Key)
+	if e.Key == "" { // a call about no lock in particular (Check)
+		msg = fmt.Sprintf("fencelock: %s: backend unavailable", e.Op)
+	}
 	if e.Attempts > 1 {
 		msg += fmt.Sprintf(" (%d attempts in %v)", e.Attempts, e.Waited.Round(time.Millisecond))
 	}

@@ -1,0 +1,52 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Checker is implemented by backends that can check, before any lock is
+// taken, that they can serve a Client: that its namespace makes valid names
+// for them and that the store is reachable and can run what they need. The
+// Redis backend implements it.
+type Checker interface {
+	// Check reports a namespace the backend cannot use (an error matching
+	// ErrInvalidArgument) or a store it cannot use (any other error).
+	Check(ctx context.Context, namespace string) error
+}
+
+// Check reports, at start-up rather than at the first lock, a Client that
+// cannot work: an invalid option (WithSafetyMargin), a namespace the
+// backend cannot use (the Redis backend refuses braces, which would break
+// Cluster hash tags), or a backend that cannot be reached or cannot run
+// what it needs (Checker). Invalid options give an error matching
+// ErrInvalidArgument, a store that cannot be reached one matching
+// ErrUnavailable. Call it once after New:
+//
+//	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace(ns))
+//	if err := locks.Check(ctx); err != nil {
+//		log.Fatal(err)
+//	}
+func (c *Client) Check(ctx context.Context) error {
+	if c == nil {
+		return errNilClient
+	}
+	if c.cfg.marginErr != nil {
+		return c.cfg.marginErr
+	}
+	if c.closed() {
+		return fmt.Errorf("fencelock: check: %w", ErrClosed)
+	}
+	checker, ok := c.backend.(Checker)
+	if !ok {
+		return nil
+	}
+	if err := checker.Check(ctx, c.cfg.namespace); err != nil {
+		if errors.Is(err, ErrInvalidArgument) {
+			return err
+		}
+		return &UnavailableError{Op: "check", Err: err, Attempts: 1}
+	}
+	return nil
+}

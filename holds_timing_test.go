@@ -299,3 +299,77 @@ func TestHoldsBadInput(t *testing.T) {
 		}
 	})
 }
+
+// Close releases the permits and read and write holds the Client still
+// has, on the server, like its locks; they end with ErrReleased and
+// ErrClosed.
+func TestHoldsReleasedByClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memorybackend.New()
+		t.Cleanup(func() { b.Close() })
+		c := fencelock.New(b)
+		ctx := context.Background()
+		permit, err := c.Semaphore("pool", 3).TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader, err := c.RWLock("doc").TryAcquireRead(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writer, err := c.RWLock("other").TryAcquireWrite(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for name, lk := range map[string]*fencelock.Lock{"permit": permit, "reader": reader, "writer": writer} {
+			if err := lk.Err(); !errors.Is(err, fencelock.ErrReleased) || !errors.Is(err, fencelock.ErrClosed) {
+				t.Errorf("%s after Close: %v, want ErrReleased and ErrClosed", name, err)
+			}
+		}
+		if st := b.SemaphoreState(fencelock.DefaultNamespace, "pool"); len(st.Holds) != 0 {
+			t.Errorf("permits on the server after Close: %v", st.Holds)
+		}
+		for _, key := range []string{"doc", "other"} {
+			if st := b.RWState(fencelock.DefaultNamespace, key); len(st.Holds) != 0 {
+				t.Errorf("holds of %s on the server after Close: %v", key, st.Holds)
+			}
+		}
+		if _, err := c.Semaphore("pool", 3).TryAcquire(ctx, time.Minute); !errors.Is(err, fencelock.ErrClosed) {
+			t.Errorf("acquire after Close: %v, want ErrClosed", err)
+		}
+	})
+}
+
+// An acquire whose reply is lost leaves no permit behind: a TryAcquire
+// releases it in the background (with a tombstone against a late copy),
+// and a waiting Acquire completes it with its next attempt (the same
+// token: one permit, not two).
+func TestPermitReplyLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, c := hmSetup(t)
+		ctx := context.Background()
+		sem := c.Semaphore("pool", 2)
+
+		b.Inject(memorybackend.Fault{Ops: memorybackend.Acquire, Times: 1, LoseReply: true})
+		if _, err := sem.TryAcquire(ctx, time.Minute); !errors.Is(err, fencelock.ErrUnavailable) {
+			t.Fatalf("TryAcquire whose reply was lost: %v, want ErrUnavailable", err)
+		}
+		time.Sleep(time.Second) // the background release
+		if st := b.SemaphoreState(fencelock.DefaultNamespace, "pool"); len(st.Holds) != 0 {
+			t.Fatalf("permits left after a lost reply: %v, want none", st.Holds)
+		}
+
+		b.Inject(memorybackend.Fault{Ops: memorybackend.Acquire, Times: 1, LoseReply: true})
+		lk, err := sem.Acquire(ctx, time.Minute, fencelock.WithWait(10*time.Second))
+		if err != nil {
+			t.Fatalf("Acquire after a lost reply: %v", err)
+		}
+		st := b.SemaphoreState(fencelock.DefaultNamespace, "pool")
+		if len(st.Holds) != 1 || st.Fences[lk.Token()] != lk.Fence() {
+			t.Fatalf("server permits %v (fences %v), want only the Acquire's, fence %d", st.Holds, st.Fences, lk.Fence())
+		}
+	})
+}

@@ -1,0 +1,49 @@
+package etcdbackend_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
+	"github.com/fencelock/fencelock/internal/leakcheck"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// sharedCluster is a 3-member cluster for the tests that do not harm it,
+// and for the examples (which cannot start servers of their own).
+var sharedCluster *etcdserver.Cluster
+
+// exampleEndpoints are the shared cluster's endpoints, for the examples.
+var exampleEndpoints []string
+
+func TestMain(m *testing.M) {
+	c, err := etcdserver.Start(3, etcdserver.Options{})
+	if err != nil {
+		// Never a skip: the binary is built from the module proxy, like
+		// any dependency, so a failure here is a real one.
+		fmt.Fprintf(os.Stderr, "etcdbackend tests: starting a 3-member etcd cluster: %v\n", err)
+		os.Exit(1)
+	}
+	sharedCluster, exampleEndpoints = c, c.Endpoints()
+	code := m.Run()
+	c.Close()
+	os.Exit(leakcheck.Verify(code))
+}
+
+// newClient returns an etcd client of every endpoint, closed at cleanup.
+func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}

@@ -1,0 +1,86 @@
+package etcdbackend
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// watchReady bounds how long WatchReleases waits for etcd to confirm a new
+// watch: a notification is a hint, and the waiter keeps its fallback timer.
+const watchReady = time.Second
+
+// rewatchDelay is the pause before a watch that etcd ended (a member went
+// away, the watch was cancelled) is made again.
+const rewatchDelay = 100 * time.Millisecond
+
+// WatchReleases implements fencelock.ReleaseNotifier with an etcd watch on
+// the lock's holds: every deletion of a hold (a release, a lease that ran
+// out, a re-entrant hold given up) is delivered, coalesced. A watch that
+// etcd ends (its member went away, the cluster lost its leader) delivers a
+// value, since a release may have been missed, and is made again.
+//
+// The watch is on the lock's holds alone, so a release wakes the waiters
+// of that lock and no other.
+func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	if key == "" {
+		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+	}
+	k := keysOf(namespace, key)
+	c := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for wctx.Err() == nil {
+			// WithRequireLeader: a member cut off from the leader ends the
+			// watch at once rather than staying silent.
+			ictx, icancel := context.WithCancel(wctx)
+			ch := b.cli.Watch(clientv3.WithRequireLeader(ictx), k.holds,
+				clientv3.WithRange(k.holdsEnd()), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+			for resp := range ch {
+				if resp.Created {
+					readyOnce.Do(func() { close(ready) })
+				}
+				if len(resp.Events) > 0 {
+					notify()
+				}
+				if resp.Err() != nil || resp.Canceled {
+					break
+				}
+			}
+			icancel()
+			if wctx.Err() != nil {
+				return
+			}
+			notify() // the watch ended: a release may have gone unseen
+			select {
+			case <-wctx.Done():
+			case <-time.After(rewatchDelay):
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	case <-time.After(watchReady):
+	}
+	var stopOnce sync.Once
+	return fencelock.NewWatch(c, func() {
+		stopOnce.Do(func() {
+			cancel()
+			<-done
+		})
+	}), nil
+}

@@ -255,6 +255,44 @@ func (g *Guard) Do(ctx context.Context, scope, key string, op Operation, opts ..
 	return Result{Response: response}, nil
 }
 
+// Lookup tells what became of (scope, key) without running or locking
+// anything, from the record alone: the stored response of a finished
+// request (found true, Replayed true), ErrPayloadMismatch when the key was
+// used with another payload (WithFingerprint), ErrInProgress while a run
+// has claimed the request and not finished, or found false for a request
+// never seen or whose run failed (Do would run it). A service uses it to
+// answer a duplicate that cannot wait for a lock, or to show a request's
+// result.
+func (g *Guard) Lookup(ctx context.Context, scope, key string, opts ...DoOption) (res Result, found bool, err error) {
+	if err := checkKey("scope", scope); err != nil {
+		return Result{}, false, err
+	}
+	if err := checkKey("request key", key); err != nil {
+		return Result{}, false, err
+	}
+	if g.store == nil {
+		return Result{}, false, invalid("store", nil, "New needs a *Store (NewStore)")
+	}
+	var c call
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	rec, err := g.store.get(ctx, scope, key)
+	switch {
+	case err != nil:
+		return Result{}, false, err
+	case mismatch(rec.fingerprint, c.fingerprint):
+		return Result{}, false, fmt.Errorf("%w: %s %q", ErrPayloadMismatch, scope, key)
+	case rec.state == stateDone:
+		return Result{Response: rec.response, Replayed: true}, true, nil
+	case rec.state == stateInProgress:
+		return Result{}, false, fmt.Errorf("%w: %s %q", ErrInProgress, scope, key)
+	}
+	return Result{}, false, nil
+}
+
 // lockKey names the lock of one request. The scope's length goes first so
 // that scopes and keys containing ':' cannot make two requests share a lock
 // ("a:b" + "c" and "a" + "b:c").

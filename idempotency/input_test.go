@@ -113,6 +113,19 @@ func TestFingerprintMismatch(t *testing.T) {
 			if res, err := g.Do(ctx, "create_order", "F-1", insertOrder(d, "F-1", &runs, 0)); err != nil || !res.Replayed {
 				t.Fatalf("done, no fingerprint: %+v %v, want the replay", res, err)
 			}
+			// Lookup answers the same without running anything.
+			if res, found, err := g.Lookup(ctx, "create_order", "F-1", a); err != nil || !found || string(res.Response) != string(first.Response) {
+				t.Errorf("Lookup, same payload: %+v %v %v", res, found, err)
+			}
+			if _, _, err := g.Lookup(ctx, "create_order", "F-1", b); !errors.Is(err, idempotency.ErrPayloadMismatch) {
+				t.Errorf("Lookup, other payload: %v", err)
+			}
+			if _, found, err := g.Lookup(ctx, "create_order", "NEVER", a); err != nil || found {
+				t.Errorf("Lookup of an unknown key: found %v, %v", found, err)
+			}
+			if _, _, err := g.Lookup(ctx, "create_order", "F-\x00"); !errors.Is(err, idempotency.ErrInvalidArgument) {
+				t.Errorf("Lookup of a NUL key: %v", err)
+			}
 			rec, _, _ := e.store.Get(ctx, "create_order", "F-1")
 			if len(rec.Fingerprint) != 64 {
 				t.Errorf("record fingerprint %q, want a hex SHA-256", rec.Fingerprint)
@@ -145,7 +158,11 @@ func TestFingerprintMismatch(t *testing.T) {
 			}()
 			<-started
 			_, err = g.Do(ctx, "create_order", "F-3", insertOrder(d, "F-3", &runs, 0), b)
+			_, _, lookErr := g.Lookup(ctx, "create_order", "F-3", a)
 			close(proceed)
+			if !errors.Is(lookErr, idempotency.ErrInProgress) {
+				t.Errorf("Lookup in progress: %v, want ErrInProgress", lookErr)
+			}
 			if !errors.Is(err, idempotency.ErrPayloadMismatch) {
 				t.Errorf("in progress, other payload: %v, want ErrPayloadMismatch", err)
 			}

@@ -42,6 +42,9 @@ type RequestMismatchError struct {
 	ProductID int64 // of this request
 	Count     int64
 	First     *Order // the order created under the request number, when known
+	// FirstState is the state of the request number's record when First is
+	// not known: "in_progress" or "failed" (or "" if unknown).
+	FirstState string
 }
 
 // Error names both requests.
@@ -49,6 +52,10 @@ func (e *RequestMismatchError) Error() string {
 	msg := fmt.Sprintf("requestNo %q was already used for a different order", e.RequestNo)
 	if e.First != nil {
 		msg += fmt.Sprintf(" (productId %d, count %d)", e.First.ProductID, e.First.Count)
+	} else if e.FirstState == "in_progress" {
+		msg += " (still being created)"
+	} else if e.FirstState == "failed" {
+		msg += " (which failed; the number stays bound to it)"
 	}
 	return msg + fmt.Sprintf("; this request has productId %d, count %d: send a new requestNo for a new order", e.ProductID, e.Count)
 }
@@ -71,9 +78,9 @@ type App struct {
 // NewApp connects to the database (migrating it) and to Redis. Close it.
 func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	redact := cfg.Redactor()
-	opts, err := redis.ParseURL(cfg.RedisURL)
+	opts, err := redisOptions(cfg.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("invalid Redis URL %s: %s", RedactURL(cfg.RedisURL), redact(err.Error()))
+		return nil, errors.New(redact(err.Error()))
 	}
 	store, err := OpenStore(ctx, cfg.DatabaseURL, cfg.SQLitePath)
 	if err != nil {
@@ -223,44 +230,61 @@ type CreateOrderRequest struct {
 	Count     int64  `json:"count"`
 }
 
-// requestHash is the hash of the canonical form of req, without its request
-// number: what a duplicate must match to be answered with the stored
-// response.
-func requestHash(req CreateOrderRequest) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "create_order/v1\nproductId=%d\ncount=%d\n", req.ProductID, req.Count))
-	return "sha256:" + hex.EncodeToString(sum[:])
+// orderPayload is the canonical form of req without its request number:
+// what a duplicate must match to be answered with the stored response. The
+// idempotency guard keeps its fingerprint (idempotency.WithFingerprint).
+func orderPayload(req CreateOrderRequest) []byte {
+	return fmt.Appendf(nil, "create_order/v1\nproductId=%d\ncount=%d\n", req.ProductID, req.Count)
 }
 
-// storedOrder is what the idempotency record of an order keeps: the response
-// body, byte for byte, and the hash of the request it answered.
-type storedOrder struct {
+// legacyStoredOrder is what the record of an order kept before the guard
+// checked fingerprints: the response body and the hash of the request it
+// answered. Such records are still replayed, and checked by that hash.
+type legacyStoredOrder struct {
 	RequestHash string `json:"requestHash"`
 	Body        string `json:"body"`
 }
 
-// storeOrderResponse wraps the response body of req for its record.
-func storeOrderResponse(req CreateOrderRequest, body []byte) ([]byte, error) {
-	return json.Marshal(storedOrder{RequestHash: requestHash(req), Body: string(body)})
+// legacyRequestHash is the hash legacyStoredOrder kept.
+func legacyRequestHash(req CreateOrderRequest) string {
+	sum := sha256.Sum256(orderPayload(req))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // replayOrderResponse returns the response body stored in an order's
-// record, or a *RequestMismatchError when the record answered a request
-// other than req. A record written before the hash was kept holds the bare
-// body: it is replayed as it is.
+// record: the body itself, or, in a record written before fingerprints,
+// the body inside a legacyStoredOrder (a *RequestMismatchError when that
+// answered a request other than req).
 func replayOrderResponse(req CreateOrderRequest, stored []byte) ([]byte, error) {
-	var so storedOrder
-	if err := json.Unmarshal(stored, &so); err != nil || so.RequestHash == "" {
+	var old legacyStoredOrder
+	if err := json.Unmarshal(stored, &old); err != nil || old.RequestHash == "" {
 		return stored, nil
 	}
-	if so.RequestHash != requestHash(req) {
+	if old.RequestHash != legacyRequestHash(req) {
 		e := &RequestMismatchError{RequestNo: req.RequestNo, ProductID: req.ProductID, Count: req.Count}
 		var first Order
-		if json.Unmarshal([]byte(so.Body), &first) == nil {
+		if json.Unmarshal([]byte(old.Body), &first) == nil {
 			e.First = &first
 		}
 		return nil, e
 	}
-	return []byte(so.Body), nil
+	return []byte(old.Body), nil
+}
+
+// mismatchError is the *RequestMismatchError of req, whose request number
+// the guard found used for another payload; it names the first order when
+// its record says which.
+func (a *App) mismatchError(ctx context.Context, req CreateOrderRequest) error {
+	e := &RequestMismatchError{RequestNo: req.RequestNo, ProductID: req.ProductID, Count: req.Count}
+	if rec, found, err := a.store.Idempotency().Get(ctx, orderScope, req.RequestNo); err == nil && found {
+		var first Order
+		if rec.State == "done" && json.Unmarshal(rec.Response, &first) == nil && first.ID != 0 {
+			e.First = &first
+		} else {
+			e.FirstState = rec.State
+		}
+	}
+	return e
 }
 
 // CreateOrder creates the order of req once per request number: the
@@ -270,7 +294,7 @@ func replayOrderResponse(req CreateOrderRequest, stored []byte) ([]byte, error) 
 // request lock) the error matches fencelock.ErrUnavailable; when the guard
 // could not reach the database, idempotency.ErrUnavailable.
 // A duplicate with another product or count gets a *RequestMismatchError:
-// the record keeps the hash of the request it answered.
+// the guard keeps the fingerprint of the request the record answers.
 //
 // The order is written under the product's lock and inside the idempotency
 // guard, in one transaction with the stock decrement and the request's
@@ -288,13 +312,18 @@ func (a *App) CreateOrder(ctx context.Context, req CreateOrderRequest, requestID
 		return body, replayed, err
 	}
 
-	// A finished request is replayed without waiting for the product lock;
-	// an unknown product is refused before locking (see Deduct).
-	if stored, ok, err := a.storedResponse(ctx, req.RequestNo); err != nil || ok {
+	// A finished request is replayed without waiting for the product lock,
+	// and a request number used for another order is refused at once; an
+	// unknown product is refused before locking (see Deduct).
+	fingerprint := idempotency.WithFingerprint(orderPayload(req))
+	if res, found, err := a.guard.Lookup(ctx, orderScope, req.RequestNo, fingerprint); found || (err != nil && !errors.Is(err, idempotency.ErrInProgress)) {
 		if err == nil {
-			body, err = replayOrderResponse(req, stored)
+			body, err = replayOrderResponse(req, res.Response)
 		}
-		log.Info("create_order", "lock_key", "", "lock_outcome", "not needed (stored response)", "replayed", ok, "outcome", outcomeOf(err), errAttr(err))
+		if errors.Is(err, idempotency.ErrPayloadMismatch) {
+			err = a.mismatchError(ctx, req)
+		}
+		log.Info("create_order", "lock_key", "", "lock_outcome", "not needed (stored response)", "replayed", found, "outcome", outcomeOf(err), errAttr(err))
 		if err != nil {
 			return nil, false, err
 		}
@@ -314,12 +343,8 @@ func (a *App) CreateOrder(ctx context.Context, req CreateOrderRequest, requestID
 			if err != nil {
 				return nil, err
 			}
-			body, err := orderBody(o)
-			if err != nil {
-				return nil, err
-			}
-			return storeOrderResponse(req, body)
-		})
+			return orderBody(o)
+		}, fingerprint)
 		if err == nil {
 			res, finished = r, true
 		}
@@ -332,18 +357,17 @@ func (a *App) CreateOrder(ctx context.Context, req CreateOrderRequest, requestID
 	if errors.Is(err, ErrBusy) {
 		// The product is busy; if that is because this very request is
 		// running (or has just finished) elsewhere, say so.
-		rec, found, gerr := a.store.Idempotency().Get(ctx, orderScope, req.RequestNo)
-		switch {
-		case gerr != nil:
-		case found && rec.State == "done":
-			res, err = idempotency.Result{Response: rec.Response, Replayed: true}, nil
-		case found && rec.State == "in_progress":
-			err = fmt.Errorf("%w: %s %q", idempotency.ErrInProgress, orderScope, req.RequestNo)
+		if r, found, lerr := a.guard.Lookup(ctx, orderScope, req.RequestNo, fingerprint); found {
+			res, err = r, nil
+		} else if errors.Is(lerr, idempotency.ErrInProgress) || errors.Is(lerr, idempotency.ErrPayloadMismatch) {
+			err = lerr
 		}
 	}
+	if errors.Is(err, idempotency.ErrPayloadMismatch) {
+		err = a.mismatchError(ctx, req)
+	}
 	if err == nil {
-		// The record's response: this run's, or a duplicate's stored one
-		// (which must answer the same request).
+		// The record's response: this run's, or a duplicate's stored one.
 		body, err = replayOrderResponse(req, res.Response)
 	}
 	log.Info("create_order", append(info.attrs(), "replayed", res.Replayed, "outcome", outcomeOf(err), errAttr(err))...)
@@ -353,14 +377,20 @@ func (a *App) CreateOrder(ctx context.Context, req CreateOrderRequest, requestID
 	return body, res.Replayed, nil
 }
 
-// storedResponse returns the stored response of a finished request, as its
-// record keeps it (see replayOrderResponse).
-func (a *App) storedResponse(ctx context.Context, requestNo string) ([]byte, bool, error) {
-	rec, found, err := a.store.Idempotency().Get(ctx, orderScope, requestNo)
-	if err != nil || !found || rec.State != "done" {
-		return nil, false, err
+// Order returns the order created for requestNo (GET
+// /api/orders/{requestNo}): ErrOrderNotFound when there is none, or
+// idempotency.ErrInProgress while it is being created.
+func (a *App) Order(ctx context.Context, requestNo string) (Order, error) {
+	o, found, err := a.store.OrderByRequestNo(ctx, requestNo)
+	if err != nil || found {
+		return o, err
 	}
-	return rec.Response, true, nil
+	if !a.cfg.NoLock {
+		if _, _, err := a.guard.Lookup(ctx, orderScope, requestNo); errors.Is(err, idempotency.ErrInProgress) {
+			return Order{}, err
+		}
+	}
+	return Order{}, fmt.Errorf("%w: no order has requestNo %q", ErrOrderNotFound, requestNo)
 }
 
 // createOrderNaive is --no-lock's order creation (a demonstration of the

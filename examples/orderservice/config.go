@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Environment variables the service reads. A flag given on the command line
@@ -24,7 +27,7 @@ const (
 // Config is the service's configuration, from flags and the environment.
 type Config struct {
 	Listen          string        // address to listen on
-	RedisURL        string        // redis:// or rediss:// URL; may hold a password
+	RedisURL        string        // redis:// or rediss:// URL (may hold a password), or host:port
 	DatabaseURL     string        // PostgreSQL URL or keyword/value string; empty: SQLite
 	SQLitePath      string        // SQLite file, when DatabaseURL is empty
 	Namespace       string        // fencelock key prefix
@@ -76,7 +79,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to listen on (env "+EnvListen+")")
-	fs.StringVar(&cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis URL, redis://[:password@]host:port/db (env "+EnvRedisURL+")")
+	fs.StringVar(&cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis URL, redis://[:password@]host:port/db, or host:port (env "+EnvRedisURL+")")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL URL; empty: use the SQLite file (env "+EnvDatabaseURL+")")
 	fs.StringVar(&cfg.SQLitePath, "sqlite", cfg.SQLitePath, "SQLite database file, used when no database URL is set")
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "prefix of the lock keys in Redis")
@@ -121,6 +124,8 @@ func (c Config) validate() error {
 	}
 	if c.RedisURL == "" {
 		errs = append(errs, errors.New("invalid Redis URL \"\": must not be empty"))
+	} else if _, err := redisOptions(c.RedisURL); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DatabaseURL == "" && c.SQLitePath == "" {
 		errs = append(errs, errors.New("invalid -sqlite \"\": a SQLite file is needed when no database URL is set"))
@@ -260,4 +265,33 @@ func (c Config) Redactor() func(string) string {
 		oldnew = append(oldnew, p.old, p.new)
 	}
 	return strings.NewReplacer(oldnew...).Replace
+}
+
+// redisOptions reads the Redis address: a redis:// or rediss:// URL, or a
+// bare host:port as the fencelock CLI takes it (database 0, no password:
+// use a URL, through the environment, for a password). The errors never
+// quote the URL, which may hold a password.
+func redisOptions(raw string) (*redis.Options, error) {
+	if strings.Contains(raw, "://") {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			var urlErr *url.Error
+			if errors.As(err, &urlErr) {
+				err = urlErr.Err // url.Error quotes the whole URL
+			}
+			return nil, fmt.Errorf("invalid Redis URL %s: %v", RedactURL(raw), err)
+		}
+		return opts, nil
+	}
+	if strings.Contains(raw, ",") {
+		return nil, fmt.Errorf("invalid Redis address %q: one host:port (orderservice does not use Redis Cluster)", raw)
+	}
+	host, port, err := net.SplitHostPort(raw)
+	if err != nil || port == "" {
+		return nil, fmt.Errorf("invalid Redis address %q: want redis://host:port/db or host:port", raw)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return &redis.Options{Addr: net.JoinHostPort(host, port)}, nil
 }

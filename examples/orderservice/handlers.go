@@ -9,10 +9,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"mime"
 	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/idempotency"
@@ -27,14 +34,18 @@ const (
 // Error codes of the API: stable, for clients to switch on.
 const (
 	CodeInvalidJSON       = "invalid_json"
+	CodeInvalidQuery      = "invalid_query"          // a malformed or repeated query parameter
+	CodeUnsupportedMedia  = "unsupported_media_type" // status 415: the body is not sent as application/json
+	CodeBodyTooLarge      = "body_too_large"         // status 413
 	CodeInvalidProduct    = "invalid_product"
 	CodeInvalidProductID  = "invalid_product_id"
 	CodeInvalidCount      = "invalid_count"
 	CodeMissingRequestNo  = "missing_request_no"
-	CodeInvalidRequestNo  = "invalid_request_no" // longer than maxRequestNoLen
+	CodeInvalidRequestNo  = "invalid_request_no" // longer than maxRequestNoLen, or a control character
 	CodeRequestMismatch   = "request_mismatch"   // status 422: requestNo reused for another product or count
 	CodeNotFound          = "not_found"
 	CodeProductNotFound   = "product_not_found"
+	CodeOrderNotFound     = "order_not_found"
 	CodeMethodNotAllowed  = "method_not_allowed"
 	CodeInsufficientStock = "insufficient_stock"
 	CodeInProgress        = "in_progress"
@@ -50,6 +61,12 @@ const maxCount = 1_000_000
 
 // maxRequestNoLen bounds the length of a requestNo, in bytes.
 const maxRequestNoLen = 128
+
+// maxNameLen bounds the length of a product name, in bytes.
+const maxNameLen = 200
+
+// maxBodyLen bounds a request body, in bytes (413 beyond).
+const maxBodyLen = 64 << 10
 
 // APIError is the body of every error response.
 type APIError struct {
@@ -72,6 +89,7 @@ func (a *App) Handler() http.Handler {
 	mux.HandleFunc("GET /api/products/{id}", a.handleGetProduct)
 	mux.HandleFunc("POST /api/stock/{id}/deduct", a.handleDeduct)
 	mux.HandleFunc("POST /api/orders", a.handleCreateOrder)
+	mux.HandleFunc("GET /api/orders/{requestNo}", a.handleGetOrder)
 	mux.HandleFunc("GET /healthz", a.handleHealth)
 	mux.Handle("GET /metrics", a.metrics)
 	return a.middleware(mux)
@@ -229,8 +247,9 @@ func (a *App) handleCreateProduct(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if strings.TrimSpace(body.Name) == "" {
-		body.Name = "product"
+	if apiErr := checkText("name", body.Name, maxNameLen, CodeInvalidProduct); apiErr != nil {
+		writeError(w, apiErr)
+		return
 	}
 	if body.Stock == nil {
 		writeError(w, apiError(http.StatusBadRequest, CodeInvalidProduct, "missing stock: want an integer >= 0"))
@@ -273,7 +292,11 @@ func (a *App) handleDeduct(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	q := r.URL.Query()
+	q, apiErr := singleQuery(r)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
 	if !q.Has("count") {
 		writeError(w, apiError(http.StatusBadRequest, CodeInvalidCount, "missing query parameter count: want an integer from 1 to %d", maxCount))
 		return
@@ -306,8 +329,8 @@ func (a *App) handleCreateOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError(http.StatusBadRequest, CodeMissingRequestNo, "missing requestNo: the client must send the same non-blank request number with every retry of one order"))
 		return
 	}
-	if len(req.RequestNo) > maxRequestNoLen {
-		writeError(w, apiError(http.StatusBadRequest, CodeInvalidRequestNo, "invalid requestNo: %d bytes long, at most %d allowed", len(req.RequestNo), maxRequestNoLen))
+	if apiErr := checkText("requestNo", req.RequestNo, maxRequestNoLen, CodeInvalidRequestNo); apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	if req.ProductID <= 0 {
@@ -331,16 +354,37 @@ func (a *App) handleCreateOrder(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// handleHealth: GET /healthz → 200 when the database and Redis answer.
+// handleGetOrder: GET /api/orders/{requestNo} → 200 with the order (the
+// body POST /api/orders answered), 400, 404 order_not_found, 409
+// in_progress while it is being created.
+func (a *App) handleGetOrder(w http.ResponseWriter, r *http.Request) {
+	no := r.PathValue("requestNo")
+	if apiErr := checkText("requestNo", no, maxRequestNoLen, CodeInvalidRequestNo); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	o, err := a.Order(r.Context(), no)
+	if err != nil {
+		a.writeDomainError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// handleHealth: GET /healthz → 200 when the database and Redis answer,
+// 503 naming which did not. The driver's error, which may name the
+// database's host and user, goes to the log only.
 func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := a.store.Ping(ctx); err != nil {
-		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "database: %s", a.cfg.Redactor()(err.Error())))
+		a.log.Warn("healthz: database", "request_id", RequestID(r.Context()), "error", a.cfg.Redactor()(err.Error()))
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "the database did not answer"))
 		return
 	}
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "redis: %s", a.cfg.Redactor()(err.Error())))
+		a.log.Warn("healthz: redis", "request_id", RequestID(r.Context()), "error", a.cfg.Redactor()(err.Error()))
+		writeError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "redis did not answer"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "database": a.cfg.Database(), "noLock": a.cfg.NoLock})
@@ -364,24 +408,116 @@ func parseCount(s string) (int64, *APIError) {
 	return n, nil
 }
 
-// decodeJSON reads a JSON object body of at most 64 KiB into v.
+// checkText refuses a text field that is blank, longer than max bytes, or
+// holds what the database cannot store or a log line should not carry:
+// a NUL byte (PostgreSQL refuses it), another control character, or
+// invalid UTF-8. The message names the field and where the problem is.
+func checkText(field, s string, max int, code string) *APIError {
+	bad := func(format string, args ...any) *APIError {
+		return apiError(http.StatusBadRequest, code, "invalid %s: "+format, append([]any{field}, args...)...)
+	}
+	switch {
+	case strings.TrimSpace(s) == "":
+		return bad("must not be blank")
+	case len(s) > max:
+		return bad("%d bytes long, at most %d allowed", len(s), max)
+	case !utf8.ValidString(s):
+		return bad("not valid UTF-8")
+	}
+	for i, c := range s {
+		if c == 0 {
+			return bad("contains a NUL character (U+0000) at byte %d", i)
+		}
+		if unicode.IsControl(c) {
+			return bad("contains a control character (%U) at byte %d", c, i)
+		}
+	}
+	return nil
+}
+
+// singleQuery parses the query string, refusing a malformed one and a
+// parameter given more than once (which of the values was meant?).
+func singleQuery(r *http.Request) (url.Values, *APIError) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, apiError(http.StatusBadRequest, CodeInvalidQuery, "invalid query string: %v", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if len(q[name]) > 1 {
+			return nil, apiError(http.StatusBadRequest, CodeInvalidQuery, "query parameter %s given %d times: give it once", name, len(q[name]))
+		}
+	}
+	return q, nil
+}
+
+// decodeJSON reads a JSON object body of at most maxBodyLen bytes into v,
+// sent as application/json (415 otherwise). Its errors name the JSON field
+// and what it should hold, never a Go type.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) *APIError {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	if r.ContentLength == 0 {
+		return apiError(http.StatusBadRequest, CodeInvalidJSON, "empty request body: want a JSON object")
+	}
+	if ct := r.Header.Get("Content-Type"); ct == "" {
+		return apiError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "missing Content-Type: send the body as application/json")
+	} else if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return apiError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "unsupported Content-Type %q: send the body as application/json", ct)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyLen))
 	if err := dec.Decode(v); err != nil {
 		var maxErr *http.MaxBytesError
+		var typeErr *json.UnmarshalTypeError
+		var syntaxErr *json.SyntaxError
 		switch {
 		case errors.As(err, &maxErr):
-			return apiError(http.StatusRequestEntityTooLarge, CodeInvalidJSON, "request body larger than %d bytes", maxErr.Limit)
+			return apiError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body larger than %d bytes", maxErr.Limit)
 		case errors.Is(err, io.EOF):
 			return apiError(http.StatusBadRequest, CodeInvalidJSON, "empty request body: want a JSON object")
-		default:
-			return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON body: %v", err)
+		case errors.As(err, &typeErr) && typeErr.Field == "":
+			return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON body: got %s, want an object", jsonKind(typeErr.Value))
+		case errors.As(err, &typeErr):
+			return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid %s: got %s, want %s", typeErr.Field, jsonKind(typeErr.Value), wantKind(typeErr.Type))
+		case errors.As(err, &syntaxErr):
+			return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON body at byte %d: %s", syntaxErr.Offset, strings.TrimPrefix(syntaxErr.Error(), "json: "))
+		default: // io.ErrUnexpectedEOF and the like
+			return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
 		}
 	}
 	if dec.More() {
 		return apiError(http.StatusBadRequest, CodeInvalidJSON, "invalid JSON body: more than one value")
 	}
 	return nil
+}
+
+// jsonKind names what a json.UnmarshalTypeError's Value describes ("string",
+// "number 1e30", "array", ...) for a client.
+func jsonKind(value string) string {
+	switch kind, literal, _ := strings.Cut(value, " "); kind {
+	case "number":
+		if literal == "" {
+			return "a number"
+		}
+		return "the " + value
+	case "array", "object":
+		return "an " + kind
+	default:
+		return "a " + value
+	}
+}
+
+// wantKind says what a field of Go type t accepts, in JSON terms.
+func wantKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Pointer:
+		return wantKind(t.Elem())
+	default:
+		return "another JSON type"
+	}
 }
 
 // writeDomainError maps an error of the App or the store to a response.
@@ -394,6 +530,11 @@ func (a *App) writeDomainError(w http.ResponseWriter, r *http.Request, err error
 	switch {
 	case errors.Is(err, ErrProductNotFound):
 		writeError(w, apiError(http.StatusNotFound, CodeProductNotFound, "%v", err))
+	case errors.Is(err, ErrOrderNotFound):
+		writeError(w, apiError(http.StatusNotFound, CodeOrderNotFound, "%v", err))
+	case errors.Is(err, idempotency.ErrInvalidArgument):
+		// The handlers check first; this catches what they let through.
+		writeError(w, apiError(http.StatusBadRequest, CodeInvalidRequestNo, "%s", strings.TrimPrefix(err.Error(), "idempotency: ")))
 	case errors.As(err, &mismatch):
 		writeError(w, apiError(http.StatusUnprocessableEntity, CodeRequestMismatch, "%s", mismatch.Error()))
 	case errors.As(err, &insufficient):

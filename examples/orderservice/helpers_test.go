@@ -107,7 +107,8 @@ func (r reply) apiErr(t *testing.T) APIError {
 	return e
 }
 
-// call sends a request and reads the reply.
+// call sends a request and reads the reply. A body goes as
+// application/json unless header sets another Content-Type (or "" for none).
 func call(t *testing.T, method, url, body string, header ...string) reply {
 	t.Helper()
 	var rd io.Reader
@@ -118,7 +119,14 @@ func call(t *testing.T, method, url, body string, header ...string) reply {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // unless header says otherwise
+	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] == "" {
+			req.Header.Del(header[i])
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

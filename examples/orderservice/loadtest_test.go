@@ -29,7 +29,7 @@ func smallLoadtest(t *testing.T) LoadtestConfig {
 		DB:          "sqlite",
 		WorkDelay:   2 * time.Millisecond,
 		// Generous: the instances run with the race detector on 2 cores,
-		// and phase 2 counts a 503 busy as a failure.
+		// and checkPass wants every request served (no 503 busy).
 		LockWait: 20 * time.Second,
 		Timeout:  3 * time.Minute,
 		RedisURL: "redis://" + srv.Addr() + "/0",

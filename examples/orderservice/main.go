@@ -11,8 +11,8 @@
 //
 // The API:
 //
-//	POST /api/products              {"name": "...", "stock": 100} → 201 product
-//	GET  /api/products/{id}         → 200 product, 404
+//	POST /api/products              {"name": "...", "stock": 100} → 201 product, 400
+//	GET  /api/products/{id}         → 200 product, 400, 404
 //	POST /api/stock/{id}/deduct?count=N
 //	                                → 200 order, 400, 404, 409 insufficient_stock,
 //	                                  503 busy, unavailable or lock_lost (Retry-After)
@@ -21,7 +21,17 @@
 //	                                  with Idempotent-Replayed: true), 409 in_progress,
 //	                                  422 request_mismatch (requestNo reused for another order),
 //	                                  503 busy, unavailable or lock_lost (Retry-After)
-//	GET  /healthz, GET /metrics     (Prometheus text format)
+//	GET  /api/orders/{requestNo}    → 200 order (the body POST answered), 404 order_not_found,
+//	                                  409 in_progress
+//	GET  /healthz                   → 200, 503 unavailable (which of database and Redis)
+//	GET  /metrics                   (Prometheus text format)
+//
+// Every POST with a body sends it as Content-Type: application/json (415
+// unsupported_media_type otherwise), of at most 64 KiB (413
+// body_too_large). A 400 names the field and what it should hold: names
+// and request numbers must not be blank nor hold control characters (a NUL
+// byte, which PostgreSQL cannot store, included); a query parameter given
+// twice is refused (invalid_query).
 //
 // Errors are JSON {"code": "...", "message": "..."}; every response carries
 // X-Request-Id. The three 503s say different things: busy, the product's
@@ -34,6 +44,12 @@
 // PostgreSQL database. --no-lock runs the naive code without locks and
 // without database guards: a demonstration of the failure, not a mode to
 // use.
+//
+// Exit status (the same for every fencelock command): 0 success (a
+// service stopped by SIGINT or SIGTERM, a load test that passed), 1 a load
+// test that ran and failed, 2 could not run (bad flags, a server missing
+// or unreachable, a configuration refused at start-up), 130 a load test
+// interrupted.
 package main
 
 import (
@@ -49,6 +65,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/exitcode"
 )
 
 func main() {
@@ -74,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "orderservice: unknown command %q (want serve, loadtest or help)\n", cmd)
-		return 2
+		return exitcode.CouldNotRun
 	}
 }
 
@@ -85,18 +103,18 @@ func serveMain(args []string, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "orderservice: %v\n", err)
-		return 2
+		fmt.Fprintln(stderr, exitcode.Message("orderservice", err))
+		return exitcode.CouldNotRun
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop) // a second signal ends the process at once
 	if err := serve(ctx, cfg, log, nil); err != nil {
-		log.Error("orderservice failed", "error", err)
-		return 1
+		log.Error("orderservice failed", "error", exitcode.Message("could not run", err))
+		return exitcode.CouldNotRun
 	}
-	return 0
+	return exitcode.OK
 }
 
 // serve runs the service until ctx is done, then shuts down gracefully:

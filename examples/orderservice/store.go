@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/idempotency"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	"modernc.org/sqlite"               // driver "sqlite"
@@ -23,8 +24,13 @@ var (
 	ErrProductNotFound = errors.New("product not found")
 	// ErrInsufficientStock is matched by every *InsufficientStockError.
 	ErrInsufficientStock = errors.New("insufficient stock")
-	// ErrStaleFence is matched by every *StaleFenceError.
-	ErrStaleFence = errors.New("stale fencing token")
+	// ErrStaleFence: a write refused because a newer lock holder has
+	// written the product: this request's lock was lost (it stalled past
+	// its lease, or Redis lost the lock) and its write must not land. It
+	// is fence.ErrStale; the error is a *fence.StaleError.
+	ErrStaleFence = fence.ErrStale
+	// ErrOrderNotFound: no order has the request number.
+	ErrOrderNotFound = errors.New("order not found")
 )
 
 // InsufficientStockError reports an order larger than the stock.
@@ -44,23 +50,6 @@ func (e *InsufficientStockError) Error() string {
 
 // Is reports whether target is ErrInsufficientStock.
 func (e *InsufficientStockError) Is(target error) bool { return target == ErrInsufficientStock }
-
-// StaleFenceError reports a write refused because a newer lock holder has
-// written the product: this request's lock was lost (it stalled past its
-// lease, or Redis lost the lock) and its write must not land.
-type StaleFenceError struct {
-	ProductID int64
-	Fence     int64 // the refused token
-	Current   int64 // the token the product was last written with
-}
-
-// Error names the refused and the current token.
-func (e *StaleFenceError) Error() string {
-	return fmt.Sprintf("stale fencing token %d for product %d: it was written with %d since", e.Fence, e.ProductID, e.Current)
-}
-
-// Is reports whether target is ErrStaleFence.
-func (e *StaleFenceError) Is(target error) bool { return target == ErrStaleFence }
 
 // Product is a row of the products table.
 type Product struct {
@@ -113,9 +102,10 @@ const idempotencyTable = "idempotency_records"
 // records (kept by the idempotency package in the same database, so that an
 // order and its record commit in one transaction).
 type Store struct {
-	db      *sql.DB
-	dialect dialect
-	idem    *idempotency.Store
+	db       *sql.DB
+	dialect  dialect
+	idem     *idempotency.Store
+	products *fence.Table // the fence column of products
 }
 
 // OpenStore opens PostgreSQL when databaseURL is set, else the SQLite file at
@@ -154,6 +144,14 @@ func OpenStore(ctx context.Context, databaseURL, sqlitePath string) (*Store, err
 		return nil, err
 	}
 	s.idem = idem
+	fenceDialect := fence.SQLite
+	if s.dialect == postgresDialect {
+		fenceDialect = fence.Postgres
+	}
+	if s.products, err = fence.NewTable(fenceDialect, "products", "fence", "id"); err != nil {
+		s.db.Close()
+		return nil, err
+	}
 	if err := s.connect(ctx); err != nil {
 		s.db.Close()
 		return nil, fmt.Errorf("connecting to %s: %w", s.dialect, err)
@@ -303,10 +301,10 @@ func (s *Store) Deduct(ctx context.Context, d Deduction) (Order, error) {
 
 // DeductTx is the critical section, run under the product's lock, in tx:
 //
-//  1. Fence: record d.Fence on the product, refused (*StaleFenceError) if a
-//     newer lock holder has already written it. On PostgreSQL this also
-//     locks the row until commit; on SQLite the transaction holds the write
-//     lock already.
+//  1. Fence: claim the product row with d.Fence (fence.Table), refused
+//     (a *fence.StaleError, matching ErrStaleFence) if a newer lock holder
+//     has already written it. On PostgreSQL this also locks the row until
+//     commit; on SQLite the transaction holds the write lock already.
 //  2. Read the stock and check it (*InsufficientStockError).
 //  3. Work (d.WorkDelay), as a real service would between check and write.
 //  4. Insert the order, carrying the fence and the request id.
@@ -314,22 +312,11 @@ func (s *Store) Deduct(ctx context.Context, d Deduction) (Order, error) {
 //
 // The caller commits; nothing is written if any step fails.
 func (s *Store) DeductTx(ctx context.Context, tx *sql.Tx, d Deduction) (Order, error) {
-	res, err := tx.ExecContext(ctx, s.q(`UPDATE products SET fence = $1 WHERE id = $2 AND fence <= $1`), d.Fence, d.ProductID)
-	if err != nil {
-		return Order{}, fmt.Errorf("fencing product %d: %w", d.ProductID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return Order{}, err
-	} else if n == 0 {
-		var current int64
-		err := tx.QueryRowContext(ctx, s.q(`SELECT fence FROM products WHERE id = $1`), d.ProductID).Scan(&current)
-		if errors.Is(err, sql.ErrNoRows) {
+	if err := s.products.Claim(ctx, tx, d.Fence, d.ProductID); err != nil {
+		if errors.Is(err, fence.ErrNotFound) {
 			return Order{}, fmt.Errorf("%w: no product has id %d", ErrProductNotFound, d.ProductID)
 		}
-		if err != nil {
-			return Order{}, fmt.Errorf("reading fence of product %d: %w", d.ProductID, err)
-		}
-		return Order{}, &StaleFenceError{ProductID: d.ProductID, Fence: d.Fence, Current: current}
+		return Order{}, err
 	}
 
 	stock, err := s.stock(ctx, tx, d.ProductID)
@@ -346,7 +333,7 @@ func (s *Store) DeductTx(ctx context.Context, tx *sql.Tx, d Deduction) (Order, e
 	if err != nil {
 		return Order{}, err
 	}
-	res, err = tx.ExecContext(ctx, s.q(`UPDATE products SET stock = stock - $1 WHERE id = $2 AND stock >= $1`), d.Count, d.ProductID)
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE products SET stock = stock - $1 WHERE id = $2 AND stock >= $1`), d.Count, d.ProductID)
 	if err != nil {
 		return Order{}, fmt.Errorf("decrementing stock of product %d: %w", d.ProductID, err)
 	}
@@ -419,8 +406,8 @@ VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`),
 	return o, nil
 }
 
-// OrderByRequestNo returns the first order created for a request number.
-// Only --no-lock uses it, for its naive duplicate check.
+// OrderByRequestNo returns the first order created for a request number
+// (GET /api/orders/{requestNo}, and --no-lock's naive duplicate check).
 func (s *Store) OrderByRequestNo(ctx context.Context, requestNo string) (o Order, found bool, err error) {
 	var created int64
 	err = s.db.QueryRowContext(ctx, s.q(`SELECT id, product_id, count, fence, request_id, request_no, created_ms

@@ -1,0 +1,36 @@
+package redlock_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/benchshape"
+	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkRedlock runs the benchshape workloads over 3 and 5 masters, for
+// the README's "Choosing a backend" table.
+func BenchmarkRedlock(b *testing.B) {
+	for _, n := range []int{3, 5} {
+		b.Run(fmt.Sprintf("masters%d", n), func(b *testing.B) {
+			clients := make([]redis.UniversalClient, n)
+			for i := range clients {
+				rdb := redis.NewClient(&redis.Options{Addr: servertest.Redis(b).Addr(), PoolSize: 256, ContextTimeoutEnabled: true,
+					DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+				b.Cleanup(func() { rdb.Close() })
+				clients[i] = rdb
+			}
+			rl, err := redlock.New(clients)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := fencelock.New(rl)
+			b.Cleanup(func() { c.Close() })
+			benchshape.Run(b, c)
+		})
+	}
+}

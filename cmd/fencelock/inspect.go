@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/exitcode"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -65,7 +66,13 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	rdb, err := dialRedis(*redisURL)
 	if err != nil {
-		return bad("%v", err)
+		var urlErr *badURLError
+		if errors.As(err, &urlErr) {
+			return bad("%v", err)
+		}
+		// Not a usage error: Redis did not answer.
+		fmt.Fprintln(stderr, exitcode.Message("fencelock inspect", err))
+		return exitcode.CouldNotRun
 	}
 	defer rdb.Close()
 	backend := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
@@ -79,8 +86,10 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 			info, err := backend.Inspect(rctx, *namespace, key)
 			cancel()
 			if err != nil {
-				fmt.Fprintf(stderr, "fencelock inspect: %s: %v\n", key, err)
-				return 1
+				// A namespace or key the backend refuses, or Redis
+				// failing: either way no answer.
+				fmt.Fprintln(stderr, exitcode.Message("fencelock inspect", fmt.Errorf("%s: %w", key, err)))
+				return exitcode.CouldNotRun
 			}
 			if *asJSON {
 				printInfoJSON(stdout, key, info)
@@ -99,6 +108,11 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// badURLError is a --redis value that is no URL (a usage error).
+type badURLError struct{ err error }
+
+func (e *badURLError) Error() string { return fmt.Sprintf("invalid --redis URL: %v", e.err) }
+
 // dialRedis connects to a URL, a host:port, or comma-separated Cluster
 // addresses, and checks that the server answers.
 func dialRedis(addr string) (redis.UniversalClient, error) {
@@ -114,7 +128,7 @@ func dialRedis(addr string) (redis.UniversalClient, error) {
 			if errors.As(err, &urlErr) {
 				err = urlErr.Err
 			}
-			return nil, fmt.Errorf("invalid --redis URL: %v", err)
+			return nil, &badURLError{err}
 		}
 		rdb = redis.NewClient(opt)
 	default:

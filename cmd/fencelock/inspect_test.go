@@ -76,7 +76,25 @@ func TestInspectBadUsage(t *testing.T) {
 	}
 	srv := servertest.Redis(t)
 	code, _, errOut := runCLI("inspect", "--redis", srv.Addr(), "--namespace", "a{b", "k")
-	if code != 1 || !strings.Contains(errOut, `namespace "a{b"`) {
+	if code != 2 || !strings.Contains(errOut, `namespace "a{b"`) {
 		t.Errorf("bad namespace: exit %d, %q", code, errOut)
+	}
+}
+
+// "Could not run" is exit status 2 for every command, with the error on
+// one line and without "fencelock:" twice; an unreachable Redis is no
+// usage error, so no pointer to -h. Before, a bad namespace exited 1 with
+// "fencelock inspect: k: fencelock: invalid namespace ...".
+func TestInspectCouldNotRun(t *testing.T) {
+	srv := servertest.Redis(t)
+	for _, args := range [][]string{
+		{"inspect", "--redis", "127.0.0.1:1", "k"},
+		{"inspect", "--redis", srv.Addr(), "--namespace", "a{b", "k"},
+	} {
+		code, _, errOut := runCLI(args...)
+		if code != 2 || strings.Count(errOut, "fencelock") != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||
+			strings.Contains(errOut, "-h for usage") {
+			t.Errorf("%v: exit %d, %q; want 2 and one line with one fencelock prefix", args, code, errOut)
+		}
 	}
 }

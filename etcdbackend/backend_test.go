@@ -30,7 +30,7 @@ func TestTTLRoundedUpToTheGrantedLease(t *testing.T) {
 	for _, c := range []struct {
 		ttl, validity time.Duration
 	}{
-		{300 * time.Millisecond, 2 * time.Second}, // below the server's minimum lease
+		{300 * time.Millisecond, 2 * time.Second},  // below the server's minimum lease
 		{2500 * time.Millisecond, 3 * time.Second}, // not whole: rounded up
 		{4 * time.Second, 0},                       // granted as asked
 	} {

@@ -6,12 +6,17 @@
 //
 // It uses REDIS_URL (for example redis://localhost:6379/0) when set, and
 // otherwise starts a private redis-server on a free port.
+//
+// Exit status, as for every fencelock command: 0 the tour ran and every
+// check held, 1 a check failed (the lock did not hold, a stale write was
+// accepted), 2 it could not run (no redis-server, Redis unreachable).
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sync"
@@ -19,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/exitcode"
 	"github.com/fencelock/fencelock/internal/redisserver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
@@ -26,14 +32,29 @@ import (
 
 func main() {
 	log.SetFlags(0)
+	os.Exit(mainStatus(os.Stderr))
+}
+
+// errCheck is matched by the errors of a check that failed: the tour ran,
+// and the lock or the fence did not do its job.
+var errCheck = errors.New("check failed")
+
+// mainStatus takes the tour and returns the exit status.
+func mainStatus(stderr io.Writer) int {
 	rdb, stop, err := connect()
 	if err != nil {
-		log.Fatal(err)
+		fmt.Fprintln(stderr, exitcode.Message("quickstart", err))
+		return exitcode.CouldNotRun
 	}
 	defer stop()
 	if err := run(context.Background(), rdb); err != nil {
-		log.Fatal(err)
+		fmt.Fprintln(stderr, exitcode.Message("quickstart", err))
+		if errors.Is(err, errCheck) {
+			return exitcode.Fail
+		}
+		return exitcode.CouldNotRun
 	}
+	return exitcode.OK
 }
 
 // run takes the tour on rdb, under a namespace of its own that it removes
@@ -96,7 +117,7 @@ func sellStock(ctx context.Context, rdb *redis.Client, newClient func() *fencelo
 	fmt.Printf("1. stock: %d buyers on %d instances, stock %d -> sold %d, sold out for %d, left %d, at most %d inside at once (%v)\n",
 		instances*buyers, instances, stock, sold.Load(), soldOut.Load(), left, maxInside.Load(), time.Since(start).Round(time.Millisecond))
 	if sold.Load() != stock || left != 0 || maxInside.Load() != 1 {
-		return errors.New("quickstart: the lock did not hold")
+		return fmt.Errorf("quickstart: %w: the lock did not hold", errCheck)
 	}
 	return nil
 }
@@ -147,7 +168,7 @@ func fencing(ctx context.Context, newClient func() *fencelock.Client) error {
 	fmt.Printf("3. fencing: stalled holder told %q; its late write: %v; value kept: %q\n",
 		stalled.Err(), lateErr, store.value)
 	if lateErr == nil {
-		return errors.New("quickstart: a stale write was accepted")
+		return fmt.Errorf("quickstart: %w: a stale write was accepted", errCheck)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/leakcheck"
@@ -27,5 +28,20 @@ func TestRun(t *testing.T) {
 	}
 	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
 		t.Fatalf("keys left behind: %v", keys)
+	}
+}
+
+// With Redis unreachable the tour could not run: exit status 2 (as for
+// every fencelock command), the error on one line. Before, log.Fatal
+// exited 1, the status of a failed check.
+func TestUnreachableRedisCouldNotRun(t *testing.T) {
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+	var stderr strings.Builder
+	if code := mainStatus(&stderr); code != 2 {
+		t.Errorf("exit status %d, want 2; stderr %q", code, stderr.String())
+	}
+	if msg := strings.TrimSpace(stderr.String()); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "quickstart: ") ||
+		strings.Count(msg, "quickstart:") != 1 {
+		t.Errorf("stderr %q, want one line with one prefix", msg)
 	}
 }

@@ -34,7 +34,9 @@ func TestAcquireLatency(t *testing.T) {
 	elapsed := time.Since(start)
 	slices.Sort(acq)
 	slices.Sort(rel)
-	q := func(d []time.Duration, f float64) time.Duration { return d[int(f*float64(len(d)-1))].Round(10 * time.Microsecond) }
+	q := func(d []time.Duration, f float64) time.Duration {
+		return d[int(f*float64(len(d)-1))].Round(10 * time.Microsecond)
+	}
 	t.Logf("%d cycles in %v (%.0f/s): acquire p50 %v p99 %v, release p50 %v p99 %v",
 		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), q(acq, 0.5), q(acq, 0.99), q(rel, 0.5), q(rel, 0.99))
 }

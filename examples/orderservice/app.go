@@ -73,6 +73,8 @@ type App struct {
 	locks   *fencelock.Client
 	guard   *idempotency.Guard
 	metrics *Metrics
+
+	stopPurge func() // stops the purge job's goroutine and waits for it
 }
 
 // NewApp connects to the database (migrating it) and to Redis. Close it.
@@ -109,7 +111,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	locks := fencelock.New(redisbackend.New(rdb, redisbackend.WithFenceCounterExpiry(24*time.Hour)),
 		fencelock.WithNamespace(cfg.Namespace),
 		fencelock.WithLogger(log.With("component", "fencelock")))
-	return &App{
+	a := &App{
 		cfg:   cfg,
 		log:   log,
 		store: store,
@@ -121,12 +123,15 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		guard: idempotency.New(locks, store.Idempotency(),
 			idempotency.WithLockTTL(cfg.LockTTL), idempotency.WithWait(time.Second)),
 		metrics: NewMetrics(cfg.NoLock),
-	}, nil
+	}
+	a.startPurge()
+	return a, nil
 }
 
 // Close releases the locks still held and closes the connections. Call it
 // after the HTTP server has finished its requests.
 func (a *App) Close() error {
+	a.stopPurge()
 	return errors.Join(a.locks.Close(), a.rdb.Close(), a.store.Close())
 }
 

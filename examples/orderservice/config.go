@@ -36,6 +36,7 @@ type Config struct {
 	WorkDelay       time.Duration // simulated work between reading and writing stock
 	NoLock          bool          // demonstration of the failure: no lock, no guards
 	ShutdownTimeout time.Duration // bound on waiting for in-flight requests at shutdown
+	KeepRecords     time.Duration // idempotency records older than this are purged hourly; 0 keeps them
 	LogLevel        slog.Level
 }
 
@@ -50,6 +51,7 @@ func defaultConfig() Config {
 		LockWait:        3 * time.Second,
 		WorkDelay:       2 * time.Millisecond,
 		ShutdownTimeout: 15 * time.Second,
+		KeepRecords:     7 * 24 * time.Hour,
 		LogLevel:        slog.LevelInfo,
 	}
 }
@@ -88,6 +90,7 @@ Flags:
 	fs.DurationVar(&cfg.WorkDelay, "work-delay", cfg.WorkDelay, "simulated work between reading the stock and writing the order")
 	fs.BoolVar(&cfg.NoLock, "no-lock", false, noLockHelp)
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&cfg.KeepRecords, "keep-records", cfg.KeepRecords, "delete idempotency records older than this, once an hour across the instances (a request number is new again after it); 0 keeps them")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -142,6 +145,9 @@ func (c Config) validate() error {
 	if c.WorkDelay < 0 {
 		errs = append(errs, fmt.Errorf("invalid -work-delay %v: must not be negative", c.WorkDelay))
 	}
+	if c.KeepRecords != 0 && c.KeepRecords < time.Hour {
+		errs = append(errs, fmt.Errorf("invalid -keep-records %v: 0 (keep) or at least 1h, longer than clients retry", c.KeepRecords))
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("invalid -shutdown-timeout %v: must be positive", c.ShutdownTimeout))
 	}
@@ -174,6 +180,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("lock_wait", c.LockWait.String()),
 		slog.String("work_delay", c.WorkDelay.String()),
 		slog.Bool("no_lock", c.NoLock),
+		slog.String("keep_records", c.KeepRecords.String()),
 	)
 	return slog.GroupValue(attrs...)
 }

@@ -6,6 +6,10 @@ import (
 	"github.com/fencelock/fencelock/internal/servertest"
 )
 
+// exampleAddr is the address of the redis-server the examples use (tests
+// start their own).
+var exampleAddr string
+
 func TestMain(m *testing.M) {
-	servertest.Main(m, nil)
+	servertest.Main(m, func(addr string) { exampleAddr = addr })
 }

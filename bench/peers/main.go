@@ -107,9 +107,15 @@ func main() {
 	}
 	log.SetFlags(0)
 	log.SetPrefix("peers: ")
+	// Exit status 2 ("could not run"), as for fencelock's other commands:
+	// a benchmark has no FAIL, only figures or no figures.
 	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		os.Exit(2)
 	}
 	var rep *report
 	if o.from != "" {
@@ -117,11 +123,12 @@ func main() {
 	} else {
 		rep, err = measure(o)
 	}
-	if err != nil {
-		log.Fatal(err)
+	if err == nil {
+		err = publish(o, rep, os.Stdout)
 	}
-	if err := publish(o, rep, os.Stdout); err != nil {
-		log.Fatal(err)
+	if err != nil {
+		log.Print(strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; "))
+		os.Exit(2)
 	}
 }
 

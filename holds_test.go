@@ -44,7 +44,7 @@ type holdsChildConfig struct {
 type holdsChildResult struct {
 	Acquired int     // holds taken (semaphore: permits; rwlock: reads)
 	Writes   int     // rwlock: write holds taken
-	Fences   []int64 // every fence, in the order each worker got them, workers one after the other
+	Fences   [][]int64 // per worker, its fences in the order it got them
 	Err      string
 }
 
@@ -201,9 +201,7 @@ func holdsWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg 
 		})
 	}
 	wg.Wait()
-	for _, f := range fences {
-		res.Fences = append(res.Fences, f...)
-	}
+	res.Fences = fences
 	return res
 }
 
@@ -235,16 +233,22 @@ func runHoldsWorkers(t *testing.T, addr string, procs int, cfg holdsChildConfig)
 	return results
 }
 
-// checkFences fails unless every fence of every result is unique.
+// checkFences fails unless every fence of every result is unique and each
+// worker's fences increase; it returns how many there are.
 func checkFences(t *testing.T, results []holdsChildResult) int {
 	t.Helper()
 	seen := map[int64]bool{}
 	for _, r := range results {
-		for _, f := range r.Fences {
-			if seen[f] {
-				t.Fatalf("fence %d handed out twice", f)
+		for _, worker := range r.Fences {
+			for i, f := range worker {
+				if seen[f] {
+					t.Fatalf("fence %d handed out twice", f)
+				}
+				seen[f] = true
+				if i > 0 && f <= worker[i-1] {
+					t.Fatalf("a worker got fence %d after %d", f, worker[i-1])
+				}
 			}
-			seen[f] = true
 		}
 	}
 	return len(seen)

@@ -81,6 +81,18 @@ func (s *suite) checkHoldRenew(ctx context.Context, c holdCalls, take func(key, 
 	if res := s.holdRenew(ctx, c, "k", "nobody", 30*time.Second); res.Held {
 		s.t.Fatalf("renewal by a token without a %s: %+v, want Held false", c.kind, res)
 	}
+	// A batch: one result per request, in order.
+	if res := take("k", "b", 2*time.Second); !res.Acquired {
+		s.t.Fatalf("take: %+v", res)
+	}
+	batch, err := c.renew(ctx, []fencelock.RenewRequest{
+		{LockRef: s.ref("k", "a"), TTL: 30 * time.Second},
+		{LockRef: s.ref("k", "nobody"), TTL: 30 * time.Second},
+		{LockRef: s.ref("k", "b"), TTL: 30 * time.Second},
+	})
+	if err != nil || len(batch) != 3 || !batch[0].Held || batch[1].Held || !batch[2].Held {
+		s.t.Fatalf("renewal batch [a, nobody, b]: %+v %v, want held, not held, held", batch, err)
+	}
 	if ttl := s.holdTTL(ctx, c, "k", "nobody"); ttl != 0 {
 		s.t.Fatalf("TTL of a token without a %s: %v, want ErrNotHeld", c.kind, ttl)
 	}

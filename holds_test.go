@@ -42,8 +42,8 @@ type holdsChildConfig struct {
 
 // holdsChildResult is what a worker child prints (one RESULT line of JSON).
 type holdsChildResult struct {
-	Acquired int     // holds taken (semaphore: permits; rwlock: reads)
-	Writes   int     // rwlock: write holds taken
+	Acquired int       // holds taken (semaphore: permits; rwlock: reads)
+	Writes   int       // rwlock: write holds taken
 	Fences   [][]int64 // per worker, its fences in the order it got them
 	Err      string
 }

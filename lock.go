@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Lock is one acquisition of a lock. Its methods are safe for concurrent
-// use. Release it when done (Do does that for you); a Lock that is lost or
+// Lock is one acquisition of a lock, or a hold of another primitive: a
+// semaphore's permit (Semaphore), a read or write hold (RWLock). Its methods
+// are safe for concurrent use. Release it when done (Do does that for you); a Lock that is lost or
 // released stays so. Every method of a nil *Lock returns an error (or a zero
 // value), never panics.
 //

@@ -10,9 +10,9 @@ import (
 
 // Lock is one acquisition of a lock, or a hold of another primitive: a
 // semaphore's permit (Semaphore), a read or write hold (RWLock). Its methods
-// are safe for concurrent use. Release it when done (Do does that for you); a Lock that is lost or
-// released stays so. Every method of a nil *Lock returns an error (or a zero
-// value), never panics.
+// are safe for concurrent use. Release it when done (Do does that for you);
+// a Lock that is lost or released stays so. Every method of a nil *Lock
+// returns an error (or a zero value), never panics.
 //
 // A lease guarantees mutual exclusion only while the holder is running and
 // in touch with the server. A process that is paused (GC, SIGSTOP, swap) or

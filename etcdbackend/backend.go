@@ -18,8 +18,9 @@ import (
 type Backend struct {
 	cli *clientv3.Client
 
-	mu   sync.Mutex
-	held map[string]holdLease // by hold key: the lease this Backend attached to the hold
+	mu     sync.Mutex
+	held   map[string]holdLease // by hold key: the lease this Backend attached to the hold
+	places map[string]place     // by line key: the places in line of this Backend's fair waiters (fair.go)
 
 	// Leases no hold uses any more (released, refused, replaced) are
 	// revoked in the background so that the server forgets them before
@@ -41,7 +42,7 @@ type holdLease struct {
 // endpoint, so that it can go on when one member is down.
 func New(cli *clientv3.Client) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{cli: cli, held: map[string]holdLease{}, bgCtx: ctx, bgCancel: cancel}
+	return &Backend{cli: cli, held: map[string]holdLease{}, places: map[string]place{}, bgCtx: ctx, bgCancel: cancel}
 }
 
 // Close waits for the revocations of unused leases still in flight (each
@@ -252,19 +253,27 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 		}
 		tomb = append(tomb, clientv3.OpPut(k.tombstone(req.Token), "", clientv3.WithLease(lease.ID)))
 	}
+	// The token's place in the lock's fair line goes too (a fair waiter
+	// that gave up), which wakes the waiter behind it (WatchTurn).
+	leave := clientv3.OpDelete(k.lineKey(req.Token))
 	then := append([]clientv3.Op{
 		clientv3.OpDelete(hold, clientv3.WithPrevKV()),
 		clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly()),
+		leave,
 	}, tomb...)
 	resp, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(hold), ">", 0)).
 		Then(then...).
-		Else(tomb...).
+		Else(append([]clientv3.Op{leave}, tomb...)...).
 		Commit()
 	if err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
 	b.forget(hold)
+	if p, ok := b.placeOf(k.lineKey(req.Token)); ok {
+		b.forgetPlace(k.lineKey(req.Token))
+		b.revokeLater(p.lease)
+	}
 	if !resp.Succeeded {
 		return fencelock.ReleaseResult{}, nil
 	}

@@ -15,9 +15,9 @@
 // Everything a fencelock.Client does works on it: TryAcquire, Acquire, Do,
 // re-entry with WithOwner, Refresh, TTL, the lease keeper's renewals and its
 // loss signal, Inspect and ForceRelease (LockInspector), Check (Checker),
-// and release notifications (ReleaseNotifier). The fair line
-// (WithFairness), semaphores and read-write locks are not implemented:
-// those calls fail with fencelock.ErrUnsupported.
+// release notifications (ReleaseNotifier), and the fair line of
+// WithFairness (FairBackend). Semaphores and read-write locks are not
+// implemented: those calls fail with fencelock.ErrUnsupported.
 //
 // # Leases
 //
@@ -65,6 +65,15 @@
 // A waiter watches the lock's holds (an etcd watch): a release or a lease
 // that ran out wakes it at once. Every waiter of the lock is woken, and the
 // first to reach etcd wins, as with the Redis backend without WithFairness.
+//
+// With WithFairness, waiting is etcd's own recipe: each waiter puts a key
+// in the lock's line, on a lease of its own (its place, renewed with each
+// attempt), and the line's order is the keys' create revisions, one total
+// order for the whole cluster. The free lock goes to the first key of the
+// line. Each waiter watches only the key just before its own, and, once
+// first, the lock's holds: a release wakes the next waiter and no other
+// (no thundering herd). A waiter that crashes loses its place when its
+// lease ends (2 s, FairPlaceLease).
 //
 // # Keys
 //

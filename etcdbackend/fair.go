@@ -1,0 +1,325 @@
+package etcdbackend
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The line of fair waiters (fencelock.WithFairness) is etcd's own recipe:
+// each waiter puts a key P "q/" token on a lease of its own (its place), and
+// the line's order is the keys' create revisions, which the cluster assigns
+// in one total order. The free lock goes to the waiter whose key has the
+// smallest create revision; a waiter that crashed or was paused loses its
+// place when its lease ends. Each waiter watches only the key just before
+// its own (WatchTurn), so a release wakes the next waiter and no other.
+
+var _ fencelock.FairBackend = (*Backend)(nil)
+
+// place is what a Backend remembers of a waiter's key in a line.
+type place struct {
+	lease clientv3.LeaseID
+	rev   int64 // the key's create revision: its place in the line
+}
+
+// linePrefix and lineKey name the line of the lock with keys k.
+func (k keys) line() string                { return k.prefix + "q/" }
+func (k keys) lineEnd() string             { return clientv3.GetPrefixRangeEnd(k.line()) }
+func (k keys) lineKey(token string) string { return k.line() + token }
+
+// AcquireFair implements fencelock.FairBackend. The free lock is taken when
+// the line is empty or req.Token's key is first in it; otherwise the token
+// joins the line, or keeps its place (its lease is renewed), for place. It
+// costs what Acquire does, with the place's lease renewed (or granted)
+// alongside the hold's.
+func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeFor time.Duration) (fencelock.AcquireResult, error) {
+	if err := checkRef(req.LockRef); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	if req.Owner == "" {
+		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+	}
+	if placeFor < 0 {
+		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: placeFor, Reason: "must not be negative"}
+	}
+	k := keysOf(req.Namespace, req.Key)
+	me := k.lineKey(req.Token)
+	known, inLine := b.placeOf(me)
+
+	// The hold's lease, and the place's: the known one renewed, or a new one.
+	secs := leaseSeconds(req.TTL)
+	var lease *clientv3.LeaseGrantResponse
+	var leaseErr error
+	var placeLease clientv3.LeaseID
+	var wg sync.WaitGroup
+	wg.Go(func() { lease, leaseErr = b.cli.Grant(ctx, secs) })
+	if placeFor > 0 {
+		wg.Go(func() {
+			if inLine {
+				if ttls, err := b.keepAlive(ctx, []clientv3.LeaseID{known.lease}); err == nil && ttls[known.lease] > 0 {
+					placeLease = known.lease
+					return
+				}
+			}
+			if r, err := b.cli.Grant(ctx, leaseSeconds(placeFor)); err == nil {
+				placeLease = r.ID
+			}
+		})
+	}
+	wg.Wait()
+	if leaseErr != nil {
+		return fencelock.AcquireResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, leaseErr)
+	}
+	if placeFor > 0 && placeLease == 0 {
+		b.revokeLater(lease.ID)
+		return fencelock.AcquireResult{}, fmt.Errorf("%w: no lease for the place in line", fencelock.ErrNotSent)
+	}
+
+	hold := k.hold(req.Token)
+	put := clientv3.OpPut(hold, req.Owner, clientv3.WithLease(lease.ID), clientv3.WithPrevKV())
+	getLast := clientv3.OpGet(k.last)
+	noHolds := clientv3.Compare(clientv3.CreateRevision(k.holds), "=", 0).WithRange(k.holdsEnd())
+	allOwners := clientv3.Compare(clientv3.Value(k.holds), "=", req.Owner).WithRange(k.holdsEnd())
+	lineEmpty := clientv3.Compare(clientv3.CreateRevision(k.line()), "=", 0).WithRange(k.lineEnd())
+	take := []clientv3.Op{mint(k, req.FenceFloor, lease.Revision), put, getLast, clientv3.OpDelete(me)}
+	// first: this token's key is the one known, and no key of the line is
+	// older. Unknown (not in line yet): never first.
+	first := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(me), "=", -1)}
+	if inLine {
+		first = []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(me), "=", known.rev),
+			clientv3.Compare(clientv3.CreateRevision(k.line()), ">", known.rev-1).WithRange(k.lineEnd()),
+		}
+	}
+	var join []clientv3.Op
+	if placeFor > 0 {
+		join = append(join, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(me), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(me, req.Owner, clientv3.WithLease(placeLease))},
+			nil))
+	}
+	join = append(join,
+		clientv3.OpGet(me),
+		clientv3.OpGet(k.line(), clientv3.WithRange(k.lineEnd()), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
+		clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd())))
+
+	resp, err := b.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k.tombstone(req.Token)), "=", 0)).
+		Then(clientv3.OpTxn(
+			[]clientv3.Cmp{noHolds},
+			[]clientv3.Op{clientv3.OpTxn( // free: whose turn?
+				[]clientv3.Cmp{lineEmpty},
+				take,
+				[]clientv3.Op{clientv3.OpTxn(first, take, join)})},
+			[]clientv3.Op{clientv3.OpTxn( // held: re-entry, or wait in line
+				[]clientv3.Cmp{allOwners},
+				[]clientv3.Op{put, getLast, clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly())},
+				join)},
+		)).
+		Else(clientv3.OpDelete(me), clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()))). // tombstoned: leave the line too
+		Commit()
+	if err != nil {
+		b.revokeLater(lease.ID)
+		return fencelock.AcquireResult{}, err
+	}
+	// unusedPlace gives back a place lease that no key of the line uses.
+	unusedPlace := func(used clientv3.LeaseID) {
+		if placeLease != 0 && placeLease != used {
+			b.revokeLater(placeLease)
+		}
+	}
+	taken := func(r *pb.TxnResponse) (fencelock.AcquireResult, error) {
+		fence, err := fenceOf(r.Responses[2].GetResponseRange())
+		if err != nil {
+			return fencelock.AcquireResult{}, err
+		}
+		b.remember(hold, holdLease{id: lease.ID, asked: secs})
+		b.forgetPlace(me)
+		unusedPlace(0)
+		if inLine && known.lease != placeLease {
+			b.revokeLater(known.lease)
+		}
+		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
+	}
+	// waiting reads the line after a refusal: remembers this token's
+	// place and works out HolderTTL.
+	waiting := func(ops []*pb.ResponseOp) fencelock.AcquireResult {
+		b.revokeLater(lease.ID)
+		n := len(ops)
+		mine, head, holds := ops[n-3].GetResponseRange().Kvs, ops[n-2].GetResponseRange().Kvs, ops[n-1].GetResponseRange().Kvs
+		if len(mine) == 1 {
+			b.rememberPlace(me, place{lease: clientv3.LeaseID(mine[0].Lease), rev: mine[0].CreateRevision})
+			unusedPlace(clientv3.LeaseID(mine[0].Lease))
+		} else {
+			unusedPlace(0)
+		}
+		if len(holds) > 0 {
+			return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holds)}
+		}
+		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, head)} // free: the first waiter's place
+	}
+	if !resp.Succeeded {
+		b.revokeLater(lease.ID)
+		unusedPlace(0)
+		b.forgetPlace(me)
+		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, resp.Responses[1].GetResponseRange().Kvs)}, nil
+	}
+	state := resp.Responses[0].GetResponseTxn()
+	turn := state.Responses[0].GetResponseTxn()
+	if state.Succeeded { // free
+		if turn.Succeeded { // an empty line
+			return taken(turn)
+		}
+		mineFirst := turn.Responses[0].GetResponseTxn()
+		if mineFirst.Succeeded {
+			return taken(mineFirst)
+		}
+		return waiting(mineFirst.Responses), nil
+	}
+	if turn.Succeeded { // re-entry (or a retry of this token)
+		if prev := turn.Responses[0].GetResponsePut().PrevKv; prev != nil && clientv3.LeaseID(prev.Lease) != lease.ID {
+			b.revokeLater(clientv3.LeaseID(prev.Lease))
+		}
+		unusedPlace(0)
+		fence, err := fenceOf(turn.Responses[1].GetResponseRange())
+		if err != nil {
+			return fencelock.AcquireResult{}, err
+		}
+		b.remember(hold, holdLease{id: lease.ID, asked: secs})
+		holds := int(turn.Responses[2].GetResponseRange().Count)
+		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}, nil
+	}
+	return waiting(turn.Responses), nil
+}
+
+// WatchTurn implements fencelock.FairBackend: it watches the key just
+// before token's in the line, and, once token is first, the lock's holds.
+// C receives a value when the lock is free and token is first in line, and
+// when a watch ended (a value may have been missed); not when the lock goes
+// to another waiter. A token not (or no longer) in line is told when a
+// hold is released, as by WatchReleases.
+func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (*fencelock.Watch, error) {
+	if key == "" || token == "" {
+		return nil, &fencelock.InvalidArgumentError{Name: "key and token", Value: key + "/" + token, Reason: "must not be empty"}
+	}
+	k := keysOf(namespace, key)
+	c := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for wctx.Err() == nil {
+			ok := b.awaitTurnStep(wctx, k, token, notify, func() { readyOnce.Do(func() { close(ready) }) })
+			if !ok && wctx.Err() == nil {
+				notify() // a read or a watch failed: a turn may have gone unseen
+				select {
+				case <-wctx.Done():
+				case <-time.After(rewatchDelay):
+				}
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	case <-time.After(watchReady):
+	}
+	var stopOnce sync.Once
+	return fencelock.NewWatch(c, func() {
+		stopOnce.Do(func() {
+			cancel()
+			<-done
+		})
+	}), nil
+}
+
+// awaitTurnStep reads the line and waits for the one event that can change
+// token's turn: the deletion of the key just before its own, or, when it is
+// first, of a hold. It notifies when token is first and the lock is free.
+// It reports false when a read or a watch failed.
+func (b *Backend) awaitTurnStep(ctx context.Context, k keys, token string, notify, ready func()) bool {
+	me := k.lineKey(token)
+	resp, err := b.cli.Txn(ctx).Then(
+		clientv3.OpGet(me),
+		clientv3.OpGet(k.line(), clientv3.WithRange(k.lineEnd()), clientv3.WithKeysOnly()),
+		clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return false
+	}
+	rev := resp.Header.Revision
+	mine := resp.Responses[0].GetResponseRange().Kvs
+	held := resp.Responses[2].GetResponseRange().Count > 0
+	var before *mvccpb.KeyValue
+	if len(mine) == 1 {
+		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+			if kv.CreateRevision < mine[0].CreateRevision && (before == nil || kv.CreateRevision > before.CreateRevision) {
+				before = kv
+			}
+		}
+	}
+	var from, to string
+	switch {
+	case before != nil: // wait for the waiter ahead to go (its turn, its lapse, its giving up)
+		from, to = string(before.Key), ""
+	default: // first in line (or not in line): wait for a release
+		if !held && len(mine) == 1 {
+			notify()
+		}
+		from, to = k.holds, k.holdsEnd()
+	}
+	opts := []clientv3.OpOption{clientv3.WithRev(rev + 1), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+	if to != "" {
+		opts = append(opts, clientv3.WithRange(to))
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for r := range b.cli.Watch(wctx, from, opts...) {
+		if r.Created {
+			ready()
+		}
+		if r.Err() != nil || r.Canceled {
+			return false
+		}
+		if len(r.Events) > 0 {
+			if before == nil && len(mine) == 0 {
+				notify() // not in line: every release is news
+			}
+			return true
+		}
+	}
+	return ctx.Err() != nil
+}
+
+func (b *Backend) rememberPlace(key string, p place) {
+	b.mu.Lock()
+	b.places[key] = p
+	b.mu.Unlock()
+}
+
+func (b *Backend) forgetPlace(key string) {
+	b.mu.Lock()
+	delete(b.places, key)
+	b.mu.Unlock()
+}
+
+func (b *Backend) placeOf(key string) (place, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.places[key]
+	return p, ok
+}

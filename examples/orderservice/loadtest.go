@@ -322,7 +322,7 @@ func RunLoadtest(ctx context.Context, cfg LoadtestConfig, progress io.Writer) (*
 
 	rep.Pass = rep.Deduct.Pass && rep.Orders.Pass && rep.CleanShutdown
 	if !rep.CleanShutdown {
-		rep.Failures = append(rep.Failures, "instances did not shut down cleanly: "+stopErr.Error())
+		rep.Failures = append(rep.Failures, "instances did not shut down cleanly: "+strings.ReplaceAll(stopErr.Error(), "\n", "; "))
 	}
 	return rep, nil
 }

@@ -45,13 +45,28 @@ func New(cli *clientv3.Client) *Backend {
 	return &Backend{cli: cli, held: map[string]holdLease{}, places: map[string]place{}, bgCtx: ctx, bgCancel: cancel}
 }
 
-// Close waits for the revocations of unused leases still in flight (each
-// bounded by a few seconds) and stops. It does not close the etcd client.
+// Close gives the revocations of unused leases still in flight a moment to
+// finish, cancels the rest (their leases run out by themselves) and waits
+// for them. It does not close the etcd client.
 func (b *Backend) Close() error {
-	b.bg.Wait()
+	done := make(chan struct{})
+	go func() {
+		b.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeGrace):
+		b.bgCancel()
+		<-done
+	}
 	b.bgCancel()
 	return nil
 }
+
+// closeGrace is how long Close lets background revocations finish: a
+// cluster that does not answer must not hold up the Client's Close.
+const closeGrace = time.Second
 
 // leaseSeconds is the lease etcd is asked for a ttl: whole seconds, rounded
 // up, at least one. (The server may grant more: it has a minimum lease,

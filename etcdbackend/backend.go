@@ -257,7 +257,12 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
-	k := keysOf(req.Namespace, req.Key)
+	return b.release(ctx, keysOf(req.Namespace, req.Key), req)
+}
+
+// release gives up the hold of req.Token among the holds of k (a lock's,
+// or a semaphore's permits).
+func (b *Backend) release(ctx context.Context, k keys, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
 	hold := k.hold(req.Token)
 	var tomb []clientv3.Op
 	if req.Tombstone > 0 {
@@ -305,6 +310,12 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 // Backend does not know, is moved to a new lease: a grant and a
 // transaction more, for that hold.
 func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	return b.renew(ctx, reqs, keysOf)
+}
+
+// renew renews a batch of holds, each among the holds of keysFor(its
+// namespace, its key).
+func (b *Backend) renew(ctx context.Context, reqs []fencelock.RenewRequest, keysFor func(namespace, key string) keys) ([]fencelock.RenewResult, error) {
 	results := make([]fencelock.RenewResult, len(reqs))
 	var gets []clientv3.Op
 	var idx []int // reqs index of each get
@@ -315,7 +326,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 			results[i].Err = err
 			continue
 		}
-		hold := keysOf(r.Namespace, r.Key).hold(r.Token)
+		hold := keysFor(r.Namespace, r.Key).hold(r.Token)
 		gets = append(gets, clientv3.OpGet(hold))
 		idx = append(idx, i)
 		if hl, ok := b.lookup(hold); ok && hl.asked == leaseSeconds(r.TTL) {
@@ -339,7 +350,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	for j, r := range txn.Responses {
 		i := idx[j]
 		req := reqs[i]
-		hold := keysOf(req.Namespace, req.Key).hold(req.Token)
+		hold := keysFor(req.Namespace, req.Key).hold(req.Token)
 		kvs := r.GetResponseRange().Kvs
 		switch {
 		case len(kvs) == 0:
@@ -357,7 +368,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 				results[i] = fencelock.RenewResult{Held: true, Validity: validity(ttl, req.TTL)}
 			}
 		default:
-			results[i] = b.relet(ctx, req, clientv3.LeaseID(kvs[0].Lease))
+			results[i] = b.relet(ctx, req, hold, clientv3.LeaseID(kvs[0].Lease))
 		}
 	}
 	return results, nil
@@ -366,8 +377,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 // relet moves a hold from lease old to a new lease of req.TTL, if the hold
 // is still on old: the hold's key is put again with its value, which keeps
 // its create revision (and the lock's fence).
-func (b *Backend) relet(ctx context.Context, req fencelock.RenewRequest, old clientv3.LeaseID) fencelock.RenewResult {
-	hold := keysOf(req.Namespace, req.Key).hold(req.Token)
+func (b *Backend) relet(ctx context.Context, req fencelock.RenewRequest, hold string, old clientv3.LeaseID) fencelock.RenewResult {
 	secs := leaseSeconds(req.TTL)
 	lease, err := b.cli.Grant(ctx, secs)
 	if err != nil {
@@ -436,7 +446,11 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
-	hold := keysOf(ref.Namespace, ref.Key).hold(ref.Token)
+	return b.ttl(ctx, keysOf(ref.Namespace, ref.Key).hold(ref.Token))
+}
+
+// ttl returns the remaining lease of the hold whose key is hold.
+func (b *Backend) ttl(ctx context.Context, hold string) (time.Duration, error) {
 	resp, err := b.cli.Get(ctx, hold)
 	if err != nil {
 		return 0, err

@@ -15,9 +15,9 @@
 // Everything a fencelock.Client does works on it: TryAcquire, Acquire, Do,
 // re-entry with WithOwner, Refresh, TTL, the lease keeper's renewals and its
 // loss signal, Inspect and ForceRelease (LockInspector), Check (Checker),
-// release notifications (ReleaseNotifier), and the fair line of
-// WithFairness (FairBackend). Semaphores and read-write locks are not
-// implemented: those calls fail with fencelock.ErrUnsupported.
+// release notifications (ReleaseNotifier), the fair line of WithFairness
+// (FairBackend) and semaphores (SemaphoreBackend). Read-write locks are not
+// implemented: Client.RWLock fails with fencelock.ErrUnsupported.
 //
 // # Leases
 //
@@ -74,6 +74,14 @@
 // first, the lock's holds: a release wakes the next waiter and no other
 // (no thundering herd). A waiter that crashes loses its place when its
 // lease ends (2 s, FairPlaceLease).
+//
+// # Semaphores
+//
+// A semaphore's permits are holds of their own, each on its own lease; a
+// permit's fence is the fence base plus its key's create revision. etcd
+// cannot count keys inside a transaction, so an acquire reads the live
+// permits, then writes its own on condition that none was added since
+// (three round trips; a write that loses the race reads again).
 //
 // # Keys
 //

@@ -29,7 +29,11 @@ func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fe
 	if key == "" {
 		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
-	k := keysOf(namespace, key)
+	return b.watchHolds(ctx, keysOf(namespace, key))
+}
+
+// watchHolds delivers, coalesced, every deletion among the holds of k.
+func (b *Backend) watchHolds(ctx context.Context, k keys) (*fencelock.Watch, error) {
 	c := make(chan struct{}, 1)
 	notify := func() {
 		select {

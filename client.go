@@ -20,6 +20,7 @@ type Client struct {
 	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
 	cfg      clientConfig
 	log      *slog.Logger
+	hooks    Hooks // WithHooks, merged (observer.go); nil fields are skipped
 
 	// closeCtx is cancelled, with cause ErrClosed, by Close. Waits and
 	// acquire attempts in progress watch it so that Close ends them at once.
@@ -50,7 +51,7 @@ func New(b Backend, opts ...Option) *Client {
 			opt(&cfg)
 		}
 	}
-	c := &Client{backend: b, cfg: cfg, log: cfg.logger}
+	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks)}
 	c.notifier, _ = b.(ReleaseNotifier)
 	c.fair, _ = b.(FairBackend)
 	c.prims = newPrimitives(b)

@@ -402,6 +402,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 	if err == nil && len(results) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d renewals", len(results), len(reqs))
 	}
+	k.noteRenewals(sent, results, err, len(sending))
 	for i, l := range sending {
 		res := RenewResult{Err: err}
 		if err == nil {

@@ -101,7 +101,7 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 			"deadline_in", time.Until(deadline).Round(time.Millisecond), "error", res.Err)
 	case !res.Held:
 		l.mu.Unlock()
-		l.lose("renewal found the lock gone (expired, deleted or taken over)", false)
+		l.lose(LostGone, "renewal found the lock gone (expired, deleted or taken over)", false)
 	default:
 		l.deadline = l.boundedLocked(c.grantedEnd(sent, ttl, res.Validity))
 		l.nextRenew = sent.Add(l.autoRenew)

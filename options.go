@@ -16,6 +16,7 @@ type clientConfig struct {
 	releaseTimeout time.Duration
 	safetyMargin   float64 // fraction of a lease the local deadline ends early
 	marginErr      error   // an invalid WithSafetyMargin, reported by every call
+	hooks          []Hooks // WithHooks (observer.go), merged by New
 }
 
 // DefaultNamespace prefixes the keys of a Client made without WithNamespace.
@@ -119,6 +120,7 @@ type acquireConfig struct {
 	// prim is the primitive whose hold the call takes (a semaphore permit,
 	// a read or write hold; hold.go); nil for the plain lock.
 	prim *primitive
+	kind Kind // prim's kind of hold, for Hooks (observer.go)
 }
 
 // DefaultMaxFailures is how many consecutive failed attempts (the backend

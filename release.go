@@ -79,7 +79,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	res, err := c.sendReleaseOps(ctx, l.ops, l.releaseRequest(), heldUntil)
 	switch {
 	case err != nil:
-		l.end(released)
+		l.endReleased(released)
 		c.log.Warn("fencelock: release not confirmed; retrying in the background",
 			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token), "error", err)
 		c.releaser.addOps(l.ops, l.releaseRequest(), l.ttl)
@@ -87,10 +87,10 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	case !res.Held:
 		c.log.Warn("fencelock: release skipped: not owner (the lock had expired or was taken over)",
 			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token))
-		l.lose("the lock was no longer held when released", false)
+		l.lose(LostGone, "the lock was no longer held when released", false)
 		return lockError("release", l.ref.Key, ErrNotHeld)
 	default:
-		l.end(released)
+		l.endReleased(released)
 		if res.Remaining == 0 && l.ops == nil {
 			c.queues.released(l.ref.Key)
 		}

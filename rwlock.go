@@ -140,7 +140,7 @@ func (rw *RWLock) Name() string { return rw.name }
 // It returns an error matching ErrNotAcquired when a writer holds the lock
 // or waits for it, and otherwise behaves as Client.TryAcquire.
 func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.read, true)
+	return rw.acquire(ctx, ttl, opts, rw.read, KindRead, true)
 }
 
 // AcquireRead takes a read hold with a lease of ttl, waiting while a writer
@@ -149,7 +149,7 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ..
 // before the next writer; it withdraws the place when it gives up. The
 // options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.read, false)
+	return rw.acquire(ctx, ttl, opts, rw.read, KindRead, false)
 }
 
 // TryAcquireWrite makes one attempt to take the write hold with a lease of
@@ -157,7 +157,7 @@ func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...Ac
 // (or readers admitted after the last writer have yet to come), and
 // registers no intent.
 func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.write, true)
+	return rw.acquire(ctx, ttl, opts, rw.write, KindWrite, true)
 }
 
 // AcquireWrite takes the write hold with a lease of ttl, waiting until no
@@ -165,12 +165,12 @@ func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts .
 // readers out (see RWPlaceLease); it withdraws the intent when it gives up.
 // The options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.write, false)
+	return rw.acquire(ctx, ttl, opts, rw.write, KindWrite, false)
 }
 
 // acquire is the body of the four acquire methods; prim is the read or
-// the write hold's.
-func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []AcquireOption, prim *primitive, single bool) (*Lock, error) {
+// the write hold's, and kind says which.
+func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []AcquireOption, prim *primitive, kind Kind, single bool) (*Lock, error) {
 	if rw == nil || rw.c == nil {
 		return nil, errNilClient
 	}
@@ -181,7 +181,7 @@ func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []Acquire
 		}
 		return nil
 	}
-	return rw.c.acquireHold(ctx, rw.name, ttl, opts, check, prim, single)
+	return rw.c.acquireHold(ctx, rw.name, ttl, opts, check, prim, kind, single)
 }
 
 // rwOps keep read and write holds (holdOps). One per Client, so that the

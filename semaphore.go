@@ -108,7 +108,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...A
 	if s == nil || s.c == nil {
 		return nil, errNilClient
 	}
-	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, true)
+	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, KindSemaphore, true)
 }
 
 // Acquire takes a permit with a lease of ttl, waiting while Permits permits
@@ -120,7 +120,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Acqu
 	if s == nil || s.c == nil {
 		return nil, errNilClient
 	}
-	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, false)
+	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, KindSemaphore, false)
 }
 
 // check refuses a bad count, and a backend without semaphores.
@@ -153,27 +153,28 @@ func (o *semaphoreOps) ttl(ctx context.Context, ref LockRef) (time.Duration, err
 
 // acquireHold takes a hold of prim named key: the shared body of the
 // acquire methods of Semaphore and RWLock. check validates what is the
-// primitive's own (it runs after the arguments every acquire has).
+// primitive's own (it runs after the arguments every acquire has); kind
+// is the hold's, for Hooks.
 func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption,
-	check func() error, prim *primitive, single bool) (*Lock, error) {
+	check func() error, prim *primitive, kind Kind, single bool) (*Lock, error) {
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
-		return nil, err
+		return nil, c.refused(key, kind, err)
 	}
 	if cfg.fair {
-		return nil, invalid("option", "WithFairness", "applies to the plain lock only")
+		return nil, c.refused(key, kind, invalid("option", "WithFairness", "applies to the plain lock only"))
 	}
 	if err := check(); err != nil {
-		return nil, err
+		return nil, c.refused(key, kind, err)
 	}
 	if single {
 		cfg.wait, cfg.waitSet = 0, true
 	}
-	cfg.prim = prim
+	cfg.prim, cfg.kind = prim, kind
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
-		return nil, err
+		return nil, c.refused(key, kind, err)
 	}
 	req.Owner = req.Token // not re-entrant, whatever WithOwner says
 	return c.acquireWaiting(ctx, req, cfg)

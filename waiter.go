@@ -32,6 +32,8 @@ type waiter struct {
 	ctx    context.Context // parent, bounded by WithWait and Close
 	start  time.Time
 
+	waitStart time.Time // when the call began to wait, for Hooks; zero until then, or without hooks
+
 	place *place // this call's place in the Client's line for the key; nil until it lines up
 	watch *Watch // release notifications; nil until contended, or without a notifier
 	timer *time.Timer
@@ -50,7 +52,10 @@ type waiter struct {
 // acquireWaiting runs a waiter until it holds the lock or gives up.
 func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg acquireConfig) (lk *Lock, err error) {
 	w, stop := c.newWaiter(parent, req, cfg)
-	defer func() { stop(lk != nil) }()
+	defer func() {
+		stop(lk != nil)
+		w.acquireDone(lk, err)
+	}()
 
 	if w.linesUp() && c.queues.waiting(req.Key) {
 		w.place = c.queues.join(req.Key) // goroutines already waiting go first
@@ -155,6 +160,7 @@ func (w *waiter) awaitTurn() (heldByPredecessor, ok bool) {
 	if w.place == nil || w.place.turnTaken {
 		return false, true
 	}
+	w.beginWait()
 	select {
 	case <-w.place.turn:
 	case <-w.ctx.Done():
@@ -272,6 +278,7 @@ func (w *waiter) sleep() bool {
 	if w.place != nil {
 		ownReleases = w.place.wake
 	}
+	w.beginWait()
 	select {
 	case <-w.ctx.Done():
 	case <-w.timer.C:

@@ -1,0 +1,336 @@
+package fencelock
+
+import (
+	"errors"
+	"time"
+)
+
+// Hooks are functions a Client calls as things happen to its locks, for
+// metrics, tracing or logging (the fencelockprom module turns them into
+// Prometheus metrics). Pass them to New with WithHooks. A nil field is
+// skipped; a Client without hooks only checks that they are nil.
+//
+// Each acquired Lock ends with exactly one Released or Lost call, so that
+// AcquireDone (with OutcomeAcquired) minus Released minus Lost is the number
+// of locks the Client holds. Every WaitStart is followed by one WaitDone.
+//
+// The Client calls hooks synchronously, on the goroutine where the event
+// happens (the caller of Acquire or Release, the lease keeper's): a hook
+// must be quick and must not block, and it must not call the Client or its
+// Locks. A hook that needs more (a network call) should hand the event to a
+// goroutine of its own. Hooks may be called concurrently.
+type Hooks struct {
+	// AcquireDone is called when an acquire call returns: TryAcquire,
+	// Acquire and Do, once per key of AcquireAll and TryAcquireAll, the
+	// acquires of Semaphore and RWLock, Campaign and RunJob.
+	AcquireDone func(AcquireEvent)
+
+	// WaitStart is called when an acquire call begins to wait: its first
+	// attempt found the lock held (or the backend unreachable), or other
+	// goroutines of the Client were already waiting for the key. An
+	// uncontended acquire never waits.
+	WaitStart func(WaitEvent)
+
+	// WaitDone is called when a call that began to wait stops waiting,
+	// just before its AcquireDone.
+	WaitDone func(WaitEvent)
+
+	// Released is called when a lock is released: by Release (also when
+	// the release is only confirmed later, in the background), by Do, by
+	// Close, or at the end of a RunJob run.
+	Released func(ReleaseEvent)
+
+	// Lost is called when a lock is lost (its Err matches ErrLost).
+	Lost func(LostEvent)
+
+	// RenewalDone is called when a batch of automatic renewals (one round
+	// trip of the lease keeper) has its answer. Refresh is not reported.
+	RenewalDone func(RenewalEvent)
+}
+
+// WithHooks makes the Client call h's functions as it acquires, waits for,
+// releases, renews and loses locks (see Hooks). It may be given more than
+// once: the hooks of each are called, in the order given.
+func WithHooks(h Hooks) Option {
+	return func(c *clientConfig) { c.hooks = append(c.hooks, h) }
+}
+
+// Kind is the kind of hold an event is about.
+type Kind uint8
+
+const (
+	KindLock      Kind = iota // the plain lock (Client.Acquire, Do, AcquireAll, Campaign, RunJob)
+	KindSemaphore             // a permit of a Semaphore
+	KindRead                  // a read hold of an RWLock
+	KindWrite                 // the write hold of an RWLock
+)
+
+// String returns "lock", "semaphore", "read" or "write".
+func (k Kind) String() string {
+	switch k {
+	case KindLock:
+		return "lock"
+	case KindSemaphore:
+		return "semaphore"
+	case KindRead:
+		return "read"
+	case KindWrite:
+		return "write"
+	}
+	return "unknown"
+}
+
+// AcquireOutcome says how an acquire call ended.
+type AcquireOutcome uint8
+
+const (
+	// OutcomeAcquired: the call returned a held Lock.
+	OutcomeAcquired AcquireOutcome = iota
+	// OutcomeNotAcquired: someone else held the lock (the error matches
+	// ErrNotAcquired): TryAcquire found it taken, or the wait ended (the
+	// context, WithWait) while it was.
+	OutcomeNotAcquired
+	// OutcomeUnavailable: the backend could not be reached or did not answer
+	// in time (ErrUnavailable).
+	OutcomeUnavailable
+	// OutcomeInvalid: the call was refused: an invalid argument or option
+	// (ErrInvalidArgument), a primitive the backend lacks (ErrUnsupported),
+	// a failing token generator.
+	OutcomeInvalid
+	// OutcomeClosed: the Client was closed before or while the call waited
+	// (ErrClosed).
+	OutcomeClosed
+)
+
+// String returns "acquired", "not_acquired", "unavailable", "invalid" or
+// "closed" (fit for a metric label).
+func (o AcquireOutcome) String() string {
+	switch o {
+	case OutcomeAcquired:
+		return "acquired"
+	case OutcomeNotAcquired:
+		return "not_acquired"
+	case OutcomeUnavailable:
+		return "unavailable"
+	case OutcomeInvalid:
+		return "invalid"
+	case OutcomeClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// outcomeOf classifies the result of an acquire call.
+func outcomeOf(err error) AcquireOutcome {
+	switch {
+	case err == nil:
+		return OutcomeAcquired
+	case errors.Is(err, ErrClosed): // first: a wait Close ended is also not acquired
+		return OutcomeClosed
+	case errors.Is(err, ErrNotAcquired):
+		return OutcomeNotAcquired
+	case errors.Is(err, ErrUnavailable):
+		return OutcomeUnavailable
+	default:
+		return OutcomeInvalid
+	}
+}
+
+// LostReason says why a lock was lost.
+type LostReason uint8
+
+const (
+	// LostGone: the server no longer had the hold when a renewal, Refresh or
+	// Release asked (its lease had ended, or it was deleted or taken over).
+	LostGone LostReason = iota
+	// LostDeadline: the local lease deadline passed without a successful
+	// renewal (the server was unreachable or slow, or the lock was not
+	// renewed).
+	LostDeadline
+	// LostMaxHold: the lock was held for its WithMaxHold bound.
+	LostMaxHold
+)
+
+// String returns "gone", "deadline" or "max_hold" (fit for a metric label).
+func (r LostReason) String() string {
+	switch r {
+	case LostGone:
+		return "gone"
+	case LostDeadline:
+		return "deadline"
+	case LostMaxHold:
+		return "max_hold"
+	}
+	return "unknown"
+}
+
+// AcquireEvent reports the end of an acquire call (Hooks.AcquireDone).
+type AcquireEvent struct {
+	Key      string // the lock key (a Semaphore's or RWLock's name), without namespace
+	Kind     Kind
+	Outcome  AcquireOutcome
+	Wait     time.Duration // from the start of the call to its end, attempts included
+	Attempts int           // acquire requests sent (0 when refused before any)
+	Fence    int64         // the Lock's fence when acquired, else 0
+	Err      error         // the call's error; nil when acquired
+}
+
+// WaitEvent reports that an acquire call began or stopped waiting
+// (Hooks.WaitStart, Hooks.WaitDone).
+type WaitEvent struct {
+	Key    string
+	Kind   Kind
+	Waited time.Duration // WaitDone only: how long the call waited
+}
+
+// ReleaseEvent reports the release of a lock (Hooks.Released).
+type ReleaseEvent struct {
+	Key   string
+	Kind  Kind
+	Fence int64
+	Held  time.Duration // from the sending of the acquiring request to the release
+}
+
+// LostEvent reports the loss of a lock (Hooks.Lost).
+type LostEvent struct {
+	Key    string
+	Kind   Kind
+	Fence  int64
+	Reason LostReason
+	Held   time.Duration // from the sending of the acquiring request to the loss
+}
+
+// RenewalEvent reports one batch of automatic renewals, one round trip to
+// the backend (Hooks.RenewalDone).
+type RenewalEvent struct {
+	Locks    int           // renewals sent in the batch
+	Failed   int           // of those, how many got no answer (the lock stays held until its deadline and is retried)
+	Gone     int           // of those, how many found the hold gone (each lock is then lost, reported by Lost)
+	Duration time.Duration // from sending the batch to its answer
+}
+
+// mergeHooks makes one Hooks of several: each field calls the functions of
+// every Hooks that has one, and stays nil when none has, so that an unset
+// hook costs a nil check.
+func mergeHooks(hs []Hooks) Hooks {
+	if len(hs) == 1 {
+		return hs[0]
+	}
+	return Hooks{
+		AcquireDone: fanOut(hs, func(h *Hooks) func(AcquireEvent) { return h.AcquireDone }),
+		WaitStart:   fanOut(hs, func(h *Hooks) func(WaitEvent) { return h.WaitStart }),
+		WaitDone:    fanOut(hs, func(h *Hooks) func(WaitEvent) { return h.WaitDone }),
+		Released:    fanOut(hs, func(h *Hooks) func(ReleaseEvent) { return h.Released }),
+		Lost:        fanOut(hs, func(h *Hooks) func(LostEvent) { return h.Lost }),
+		RenewalDone: fanOut(hs, func(h *Hooks) func(RenewalEvent) { return h.RenewalDone }),
+	}
+}
+
+// fanOut returns a function calling field of every h in hs that has one,
+// or nil when none has.
+func fanOut[E any](hs []Hooks, field func(*Hooks) func(E)) func(E) {
+	var fs []func(E)
+	for i := range hs {
+		if f := field(&hs[i]); f != nil {
+			fs = append(fs, f)
+		}
+	}
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	return func(e E) {
+		for _, f := range fs {
+			f(e)
+		}
+	}
+}
+
+// refused reports an acquire call refused before it made an attempt, and
+// returns its error.
+func (c *Client) refused(key string, kind Kind, err error) error {
+	if h := c.hooks.AcquireDone; h != nil {
+		h(AcquireEvent{Key: key, Kind: kind, Outcome: outcomeOf(err), Err: err})
+	}
+	return err
+}
+
+// acquireDone reports the end of a waiter's call: lk, or err.
+func (w *waiter) acquireDone(lk *Lock, err error) {
+	if w.waitStart != (time.Time{}) {
+		if h := w.c.hooks.WaitDone; h != nil {
+			h(WaitEvent{Key: w.req.Key, Kind: w.cfg.kind, Waited: time.Since(w.waitStart)})
+		}
+	}
+	h := w.c.hooks.AcquireDone
+	if h == nil {
+		return
+	}
+	ev := AcquireEvent{Key: w.req.Key, Kind: w.cfg.kind, Outcome: outcomeOf(err),
+		Wait: time.Since(w.start), Attempts: w.attempts, Err: err}
+	if lk != nil {
+		ev.Fence = lk.fence
+	}
+	h(ev)
+}
+
+// beginWait notes that the waiter is about to block, the first time it is.
+func (w *waiter) beginWait() {
+	if w.waitStart != (time.Time{}) || (w.c.hooks.WaitStart == nil && w.c.hooks.WaitDone == nil) {
+		return
+	}
+	w.waitStart = time.Now()
+	if h := w.c.hooks.WaitStart; h != nil {
+		h(WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
+	}
+}
+
+// noteAcquired records when l's acquiring request was sent, for the hold
+// time of its Released or Lost event.
+func (l *Lock) noteAcquired(sent time.Time, kind Kind) {
+	l.kind = kind
+	l.sentAt = l.client.leases.at(sent)
+}
+
+// held is how long ago l's acquiring request was sent.
+func (l *Lock) held() time.Duration {
+	return time.Duration(l.client.leases.at(time.Now()) - l.sentAt)
+}
+
+// endReleased ends l as released (err matches ErrReleased) and reports it,
+// unless it had already ended.
+func (l *Lock) endReleased(err error) {
+	if !l.end(err) {
+		return
+	}
+	if h := l.client.hooks.Released; h != nil {
+		h(ReleaseEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Held: l.held()})
+	}
+}
+
+// noteLost reports the loss of l.
+func (l *Lock) noteLost(reason LostReason) {
+	if h := l.client.hooks.Lost; h != nil {
+		h(LostEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Reason: reason, Held: l.held()})
+	}
+}
+
+// noteRenewals reports a renewal batch sent at sent, with its results.
+func (k *leaseKeeper) noteRenewals(sent time.Time, results []RenewResult, err error, n int) {
+	h := k.c.hooks.RenewalDone
+	if h == nil {
+		return
+	}
+	ev := RenewalEvent{Locks: n, Duration: time.Since(sent)}
+	for i := range n {
+		switch {
+		case err != nil || results[i].Err != nil:
+			ev.Failed++
+		case !results[i].Held:
+			ev.Gone++
+		}
+	}
+	h(ev)
+}

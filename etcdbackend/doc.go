@@ -16,8 +16,8 @@
 // re-entry with WithOwner, Refresh, TTL, the lease keeper's renewals and its
 // loss signal, Inspect and ForceRelease (LockInspector), Check (Checker),
 // release notifications (ReleaseNotifier), the fair line of WithFairness
-// (FairBackend) and semaphores (SemaphoreBackend). Read-write locks are not
-// implemented: Client.RWLock fails with fencelock.ErrUnsupported.
+// (FairBackend), semaphores (SemaphoreBackend) and read-write locks
+// (RWLockBackend).
 //
 // # Leases
 //
@@ -75,13 +75,19 @@
 // (no thundering herd). A waiter that crashes loses its place when its
 // lease ends (2 s, FairPlaceLease).
 //
-// # Semaphores
+// # Semaphores and read-write locks
 //
-// A semaphore's permits are holds of their own, each on its own lease; a
-// permit's fence is the fence base plus its key's create revision. etcd
-// cannot count keys inside a transaction, so an acquire reads the live
-// permits, then writes its own on condition that none was added since
-// (three round trips; a write that loses the race reads again).
+// A semaphore's permits, and a read-write lock's read and write holds, are
+// holds of their own, each on its own lease; a hold's fence is the fence
+// base plus its key's create revision. etcd cannot count keys inside a
+// transaction, so an acquire reads every key of the semaphore (or
+// read-write lock), decides as the Redis backend's script does, then writes
+// on condition that no key was put since the read (three round trips; a
+// write that loses the race reads again). Deletions meanwhile (releases,
+// lapsed leases) only let more callers in, so they need no check. A
+// read-write lock's waiting writers register intents, and waiting readers
+// places, each on a lease of its own; a writer's release admits the readers
+// whose places are older than it (writers preferred, readers not starved).
 //
 // # Keys
 //

@@ -34,6 +34,12 @@ func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fe
 
 // watchHolds delivers, coalesced, every deletion among the holds of k.
 func (b *Backend) watchHolds(ctx context.Context, k keys) (*fencelock.Watch, error) {
+	return b.watchRange(ctx, k.holds, k.holdsEnd(), func(ev *clientv3.Event) bool { return ev.Type == clientv3.EventTypeDelete })
+}
+
+// watchRange delivers, coalesced, every event in [from, to) that wanted
+// accepts, and a value whenever the watch had to be made again.
+func (b *Backend) watchRange(ctx context.Context, from, to string, wanted func(*clientv3.Event) bool) (*fencelock.Watch, error) {
 	c := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -51,14 +57,15 @@ func (b *Backend) watchHolds(ctx context.Context, k keys) (*fencelock.Watch, err
 			// WithRequireLeader: a member cut off from the leader ends the
 			// watch at once rather than staying silent.
 			ictx, icancel := context.WithCancel(wctx)
-			ch := b.cli.Watch(clientv3.WithRequireLeader(ictx), k.holds,
-				clientv3.WithRange(k.holdsEnd()), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+			ch := b.cli.Watch(clientv3.WithRequireLeader(ictx), from, clientv3.WithRange(to), clientv3.WithCreatedNotify())
 			for resp := range ch {
 				if resp.Created {
 					readyOnce.Do(func() { close(ready) })
 				}
-				if len(resp.Events) > 0 {
-					notify()
+				for _, ev := range resp.Events {
+					if wanted(ev) {
+						notify()
+					}
 				}
 				if resp.Err() != nil || resp.Canceled {
 					break

@@ -13,6 +13,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// The optional interfaces a fencelock.Client looks for (fair.go,
+// semaphore.go and rwlock.go assert theirs).
+var (
+	_ fencelock.Backend         = (*Backend)(nil)
+	_ fencelock.ReleaseNotifier = (*Backend)(nil)
+	_ fencelock.LockInspector   = (*Backend)(nil)
+	_ fencelock.Checker         = (*Backend)(nil)
+)
+
 // Backend is a fencelock.Backend on etcd. It is safe for concurrent use.
 // Make it with New and hand it to fencelock.New, which closes it.
 type Backend struct {

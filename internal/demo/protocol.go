@@ -35,6 +35,11 @@ type workerConfig struct {
 	// Fair: the fair scenario's worker (fair_worker.go), which runs
 	// goroutines in runs the master starts and ends, instead of Iterations.
 	Fair *fairWorkerConfig `json:"fair,omitempty"`
+
+	// Prim: a primitives scenario's worker (prims_worker.go): goroutines
+	// taking semaphore permits, read-write holds, leaderships or job runs
+	// until the master says "end", instead of Iterations.
+	Prim *primWorkerConfig `json:"prim,omitempty"`
 }
 
 // lockConfig says where a worker's lock lives. The zero value: on the
@@ -65,10 +70,11 @@ type storeConfig struct {
 // as they come; a worker killed mid-line just leaves a line that does not
 // parse, which the master ignores.
 type event struct {
-	Ev   string      `json:"ev"` // ready, step, iter, done, fatal; run-done (fair)
+	Ev   string      `json:"ev"` // ready, step, iter, done, fatal; run-done (fair, primitives); hold (primitives)
 	Pid  int         `json:"pid,omitempty"`
-	Iter *iterRecord `json:"rec,omitempty"` // step (the iteration so far) and iter (complete)
-	Err  string      `json:"err,omitempty"` // fatal
+	Iter *iterRecord `json:"rec,omitempty"`  // step (the iteration so far) and iter (complete)
+	Hold *primHold   `json:"hold,omitempty"` // hold: a primitives worker's hold, once it ended
+	Err  string      `json:"err,omitempty"`  // fatal
 }
 
 // Outcomes of an iteration.

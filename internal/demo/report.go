@@ -85,6 +85,9 @@ func (p *progress) done(name string, res *Result) {
 	if res.Fair != nil {
 		line = fmt.Sprintf("%-8s %s  %d iterations completed in %v", name, res.Status, res.Completed, res.Elapsed)
 	}
+	if res.Prim != nil {
+		line = fmt.Sprintf("%-8s %s  %d holds completed in %v", name, res.Status, res.Completed, res.Elapsed)
+	}
 	if res.Failover != nil && res.Status != StatusSkip {
 		line = fmt.Sprintf("%-8s %s  %d iterations completed, %d of %d failovers, in %v", name, res.Status, res.Completed, res.Failover.Done, res.Failover.Planned, res.Elapsed)
 	}
@@ -139,6 +142,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if f := r.Fair; f != nil {
 			return fmt.Sprintf("%d x %d goroutines, %v a mode", f.Procs, f.PerProc, FairRunFor)
 		}
+		if p := r.Prim; p != nil {
+			if p.Kind == primJobs {
+				return fmt.Sprintf("%d x %d ticks", p.Procs, p.Ticks)
+			}
+			return fmt.Sprintf("%d x %d goroutines, %v", p.Procs, p.PerProc, p.RunFor)
+		}
 		return fmt.Sprintf("%d x %d", r.Workers, r.Iterations)
 	})
 	row("fenced store", func(r *Result) string { return r.Store })
@@ -181,6 +190,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			return fmt.Sprintf("%d failovers", r.Failover.Done)
 		case r.Fair != nil && r.Fair.Kill != nil:
 			return "1 killed in line"
+		case r.Prim != nil && r.Prim.Kill != nil:
+			return "1 holder killed"
 		}
 		return "-"
 	})
@@ -267,6 +278,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 			return showTakeover(r.Fair.Kill.Next) + " / " + r.Fair.Kill.Stall.String()
 		})
+	}
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Prim != nil }) {
+		primRows(row)
 	}
 	row("time", func(r *Result) string { return r.Elapsed.String() })
 	row("result", func(r *Result) string { return r.Status })

@@ -86,6 +86,7 @@ type Result struct {
 	Restart  *RestartResult   `json:"restart,omitempty"`
 	Failover *FailoverSummary `json:"failover,omitempty"`
 	Fair     *FairSummary     `json:"fair,omitempty"`
+	Prim     *PrimSummary     `json:"primitive,omitempty"`
 
 	// Verdict sums up what a failover scenario showed, in a sentence.
 	Verdict string `json:"verdict,omitempty"`

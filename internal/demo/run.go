@@ -28,6 +28,9 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	if sc.Fair {
 		return r.runFair(ctx, sc) // runs of its own (fair.go)
 	}
+	if sc.Prim != "" {
+		return r.runPrim(ctx, sc) // a primitive's own workers (prims.go)
+	}
 	started := time.Now()
 	iterations := sc.Iterations
 	if r.cfg.Iterations > 0 && !sc.isFailover() {

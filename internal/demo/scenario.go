@@ -44,6 +44,11 @@ type Scenario struct {
 	// own worker processes and runs instead of Iterations.
 	Fair bool
 
+	// Prim makes the scenario a primitive's (prims.go): primSemaphore,
+	// primRWLock, primElection or primJobs, with worker processes of its
+	// own instead of Iterations.
+	Prim string
+
 	Summary string // one line for the help text
 }
 
@@ -90,6 +95,22 @@ var Scenarios = []Scenario{
 	{
 		Name: "fair", Lease: 2 * time.Second, Hold: time.Millisecond, Fair: true,
 		Summary: "4 processes x 4 goroutines, hold 1ms: plain Acquire, then WithFairness (turns per worker, waits); then a process kill -9ed while its goroutines wait in line: the hand-off goes on",
+	},
+	{
+		Name: primSemaphore, Lease: 2 * time.Second, Hold: 20 * time.Millisecond, Renew: 500 * time.Millisecond, Prim: primSemaphore,
+		Summary: "Client.Semaphore, 3 permits, 4 processes x 3 goroutines: never over 3 holders; a holder process kill -9ed: its permit is free after its lease",
+	},
+	{
+		Name: primRWLock, Lease: 2 * time.Second, Hold: 30 * time.Millisecond, Renew: 500 * time.Millisecond, Prim: primRWLock,
+		Summary: "Client.RWLock, 4 processes x (3 readers + 1 writer): readers overlap, no writer beside anyone, writers get in past a stream of readers",
+	},
+	{
+		Name: primElection, Lease: 2 * time.Second, Hold: 300 * time.Millisecond, Renew: 500 * time.Millisecond, Prim: primElection,
+		Summary: "Campaign/Resign/Observe, 4 processes: one leader at a time, resign hands over at once, a kill -9ed leader is replaced after its lease; terms rise",
+	},
+	{
+		Name: primJobs, Lease: primJob.LockAtMost, Hold: 40 * time.Millisecond, Prim: primJobs, Iterations: 6,
+		Summary: "RunJob every second in 3 processes: one run per tick; the plain TryAcquire pattern beside it runs some ticks twice",
 	},
 	{
 		Name: "failover", Lease: failoverLease, Hold: failoverHold, Renew: failoverRenew,

@@ -128,9 +128,9 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 		bopts = append(bopts, redisbackend.WithReplicaAck(cfg.Lock.ReplicaAck, cfg.Lock.ReplicaAckTimeout))
 	}
 	copts := []fencelock.Option{fencelock.WithNamespace(cfg.Namespace), fencelock.WithLogger(logger)}
-	if cfg.Fair != nil {
+	if cfg.Fair != nil || cfg.Prim != nil {
 		// Tokens that name the process, so that the master can tell whose
-		// waiters stand in the line on the server.
+		// waiters stand in the line (whose permits are held) on the server.
 		copts = append(copts, fencelock.WithTokenGenerator(fairTokens(cfg.ID)))
 	}
 	locks := fencelock.New(redisbackend.New(lockRDB, bopts...), copts...)
@@ -151,6 +151,9 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 	w.keyArg = []string{w.keys.inside, w.keys.holder, w.keys.epoch, w.keys.want, w.keys.victim}
 	if cfg.Fair != nil {
 		return w.runFair(ctx, stdin)
+	}
+	if cfg.Prim != nil {
+		return w.runPrim(ctx, stdin)
 	}
 
 	// stdin: "go" starts the run; "stop" ends it after the iteration under

@@ -83,6 +83,30 @@
 //     line stalls until the dead waiters' places lapse
 //     (fencelock.FairPlaceLease); a stall longer than that plus 3s, or no
 //     acquisition once the places have lapsed, fails.
+//   - semaphore, rwlock, election, jobs: issue 10's primitives, each with
+//     worker processes of its own (whatever --workers says; prims.go has
+//     the details). semaphore: 4 processes x 3 goroutines on a 3-permit
+//     Client.Semaphore, lease 2s, hold 20ms, for 2s; then the master kill
+//     -9s a process holding a permit and watches the permit on the server
+//     until it is gone (after its lease). rwlock: 4 processes x (1 writer +
+//     3 readers) on a Client.RWLock for 3s, readers holding 30ms and back
+//     10ms later (nearly always one inside), writers holding 10ms: readers
+//     overlap, writers get in past them. election: 4 processes campaign,
+//     the leader leads 300ms (writing its term to the fenced store every
+//     50ms) and resigns; after 2s the master kill -9s the leader and waits
+//     for the next; Client.Observe watches throughout. jobs: 3 processes
+//     call RunJob every second for 6 ticks (--iterations), their
+//     schedulers 0/20/40ms late plus up to 60ms of jitter, and, on another
+//     key, the plain TryAcquire-run-Release pattern; runs are counted per
+//     tick on the server. Every holder counts itself in on the server (a
+//     set per kind, its size read in the same script) and its interval is
+//     swept as above; fences must rise in happens-before order; writes are
+//     fenced. FAIL on more holders than the rule allows (3 permits, a
+//     writer alone, one leader), a fence regression, a stale write
+//     accepted, a tick RunJob ran twice, or a kill never recovered from
+//     (the permit still there, or no new leader, 3s after the dead hold's
+//     lease); rates, waits, hand-overs and the plain pattern's runs are
+//     figures.
 //   - failover: the lock lives on a private Sentinel group (1 master, 2
 //     replicas, 3 sentinels); lease 4s, renewal every 1s, hold 100ms. The
 //     workers iterate until the master has done its failovers (3, or

@@ -181,4 +181,16 @@ func TestAnalyzePrim(t *testing.T) {
 	if res.Status != StatusFail || res.Prim.DoubleRuns != 1 || res.Prim.Runs != 4 || res.Prim.PlainRuns != 6 || res.Prim.PlainDoubled != 2 || res.Prim.PlainMaxPerTick != 3 {
 		t.Errorf("jobs: %s %s %+v", res.Status, reasons(res), res.Prim)
 	}
+	// Two runs at once (of different ticks): FAIL; plain runs may.
+	runs := []*primHold{primRec(0, holdRun, 1, 2, 10), primRec(1, holdRun, 2, 9, 12), primRec(2, holdPlainRun, 3, 2, 10), primRec(3, holdPlainRun, 4, 5, 10)}
+	for _, r := range runs {
+		r.Entered, r.EnterN = false, 0 // runs count on their tick, not in a set
+	}
+	res = analyzeOf(primJobs, runs, func(o *primObserved) {
+		o.ticks = 2
+		o.runs = map[string]string{"0": "1", "1": "1"}
+	})
+	if res.Status != StatusFail || res.Prim.Overlaps != 1 || res.Prim.DoubleRuns != 0 || res.Entered != 2 {
+		t.Errorf("jobs, overlapping runs: %s %s %+v", res.Status, reasons(res), res.Prim)
+	}
 }

@@ -143,8 +143,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			return fmt.Sprintf("%d x %d goroutines, %v a mode", f.Procs, f.PerProc, FairRunFor)
 		}
 		if p := r.Prim; p != nil {
-			if p.Kind == primJobs {
+			switch p.Kind {
+			case primJobs:
 				return fmt.Sprintf("%d x %d ticks", p.Procs, p.Ticks)
+			case primElection:
+				return fmt.Sprintf("%d candidates, %v", p.Procs, p.RunFor)
 			}
 			return fmt.Sprintf("%d x %d goroutines, %v", p.Procs, p.PerProc, p.RunFor)
 		}

@@ -136,11 +136,11 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	}
 	c.noteFence(res.Fence)
 	lk := newLock(c, req, res, cfg.autoRenew, sent, tombstone)
-	lk.noteAcquired(sent, cfg.kind)
+	lk.kind = cfg.kind
 	if cfg.prim != nil {
 		lk.ops = cfg.prim.ops
 	}
-	lk.limitHold(sent, cfg.maxHold)
+	lk.limitHold(cfg.maxHold)
 	if err := c.leases.add(lk); err != nil {
 		// Close began releasing while the request was in flight.
 		lk.end(fmt.Errorf("%w: %w", ErrReleased, ErrClosed))

@@ -26,10 +26,10 @@ type Lock struct {
 	fence     int64
 	holds     int
 	autoRenew time.Duration // 0: no automatic renewal
-	// holdEnd is when WithMaxHold ends the lock (maxhold.go): the local
-	// deadline never goes past it. Zero: no bound.
-	holdEnd time.Time
-	maxHold time.Duration
+	// sent is when the acquiring request was sent. WithMaxHold's bound
+	// (maxhold.go) counts from it, and so does the hold time Hooks report.
+	sent    time.Time
+	maxHold time.Duration // WithMaxHold; 0: no bound
 	// ops are the backend calls that keep this hold (hold.go); nil for a
 	// plain lock.
 	ops holdOps
@@ -38,10 +38,6 @@ type Lock struct {
 	// refuse that late copy, which would otherwise take the lock for nobody.
 	tombstone bool
 	kind      Kind // for Hooks (observer.go)
-	// sentAt is when the acquiring request was sent, on the lease keeper's
-	// clock (leaseKeeper.at), for the hold time Hooks report: 8 bytes
-	// where a time.Time takes 24, in every held lock.
-	sentAt int64
 
 	// The lease keeper's bookkeeping, guarded by leaseKeeper.mu (keeper.go).
 	slot         int32 // 1 + the lock's place in the keeper's schedule; 0: not in it
@@ -70,6 +66,7 @@ func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Du
 		autoRenew: autoRenew,
 		tombstone: tombstone,
 		ttl:       req.TTL,
+		sent:      sent,
 		deadline:  c.grantedEnd(sent, req.TTL, res.Validity),
 		nextRenew: sent.Add(autoRenew),
 	}

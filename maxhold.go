@@ -31,25 +31,28 @@ func WithMaxHold(d time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.maxHold, c.maxHoldSet = d, true }
 }
 
-// limitHold applies WithMaxHold to a lock acquired by a request sent at
-// sent: its local deadline never goes past sent+d. It runs before the lock
-// is shared with the lease keeper.
-func (l *Lock) limitHold(sent time.Time, d time.Duration) {
+// limitHold applies WithMaxHold to a lock: its local deadline never goes
+// past d after the acquiring request was sent. It runs before the lock is
+// shared with the lease keeper.
+func (l *Lock) limitHold(d time.Duration) {
 	if d <= 0 {
 		return
 	}
 	l.maxHold = d
-	l.holdEnd = sent.Add(d)
-	l.deadline = earliest(l.deadline, l.holdEnd)
+	l.deadline = earliest(l.deadline, l.holdEnd())
 }
+
+// holdEnd is when WithMaxHold ends the lock (l.maxHold > 0): the local
+// deadline never goes past it.
+func (l *Lock) holdEnd() time.Time { return l.sent.Add(l.maxHold) }
 
 // boundedLocked returns deadline, moved back to the WithMaxHold bound if it
 // is later. l.mu must be held.
 func (l *Lock) boundedLocked(deadline time.Time) time.Time {
-	if l.holdEnd.IsZero() {
+	if l.maxHold <= 0 {
 		return deadline
 	}
-	return earliest(deadline, l.holdEnd)
+	return earliest(deadline, l.holdEnd())
 }
 
 // maxHoldPassed reports whether the deadline that passed is the WithMaxHold
@@ -57,5 +60,5 @@ func (l *Lock) boundedLocked(deadline time.Time) time.Time {
 func (l *Lock) maxHoldPassed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return !l.holdEnd.IsZero() && !l.deadline.Before(l.holdEnd)
+	return l.maxHold > 0 && !l.deadline.Before(l.holdEnd())
 }

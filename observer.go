@@ -287,17 +287,8 @@ func (w *waiter) beginWait() {
 	}
 }
 
-// noteAcquired records when l's acquiring request was sent, for the hold
-// time of its Released or Lost event.
-func (l *Lock) noteAcquired(sent time.Time, kind Kind) {
-	l.kind = kind
-	l.sentAt = l.client.leases.at(sent)
-}
-
 // held is how long ago l's acquiring request was sent.
-func (l *Lock) held() time.Duration {
-	return time.Duration(l.client.leases.at(time.Now()) - l.sentAt)
-}
+func (l *Lock) held() time.Duration { return time.Since(l.sent) }
 
 // endReleased ends l as released (err matches ErrReleased) and reports it,
 // unless it had already ended.

@@ -552,11 +552,12 @@ func parseMember(s string) (proc, worker int, fence int64, ok bool) {
 	return proc, worker, fence, err == nil && n == 3
 }
 
-// stopHolder finds a live process with a holder of kind counted in,
-// SIGSTOPs it, and returns it if it still has one counted in a moment
-// later (a command it had sent still reaches the server), with that
-// holder's member; otherwise it lets it go on and looks again.
-func (m *primMaster) stopHolder(ctx context.Context, kind string) (*proc, string, int64, error) {
+// stopHolder finds a live process with a holder of kind counted in and
+// SIGSTOPs it. If it still has one counted in a moment later (a command it
+// had sent still reaches the server) and confirm, given that holder's
+// member, returns a record, it kill -9s the process (see kill) and returns
+// the record; otherwise it lets the process go on and looks again.
+func (m *primMaster) stopHolder(ctx context.Context, kind string, confirm func(p *proc, member string, stopAt int64) (*primKillRec, error)) (*primKillRec, error) {
 	deadline := mono() + int64(10*time.Second)
 	for mono() < deadline && ctx.Err() == nil {
 		byProc, err := m.members(ctx, kind)
@@ -573,22 +574,30 @@ func (m *primMaster) stopHolder(ctx context.Context, kind string) (*proc, string
 		}
 		stopAt := mono()
 		if err := p.signal(syscall.SIGSTOP); err != nil {
-			return nil, "", 0, fmt.Errorf("SIGSTOP worker process %d: %w", p.id, err)
+			return nil, fmt.Errorf("SIGSTOP worker process %d: %w", p.id, err)
 		}
 		waitStopped(p.pid, 200*time.Millisecond)
 		sleepCtx(context.WithoutCancel(ctx), 5*time.Millisecond)
 		byProc, err = m.members(context.WithoutCancel(ctx), kind)
-		if err != nil || len(byProc[p.id]) == 0 {
+		var k *primKillRec
+		if err == nil && len(byProc[p.id]) > 0 {
+			k, err = confirm(p, byProc[p.id][0], stopAt)
+		}
+		if err != nil || k == nil {
 			p.signal(syscall.SIGCONT)
+			if err != nil {
+				return nil, err
+			}
 			sleepCtx(ctx, 20*time.Millisecond)
 			continue
 		}
-		return p, byProc[p.id][0], stopAt, nil
+		k.killAt, err = m.kill(ctx, p, kind)
+		return k, err
 	}
 	if ctx.Err() != nil {
-		return nil, "", 0, errors.New("interrupted")
+		return nil, errors.New("interrupted")
 	}
-	return nil, "", 0, fmt.Errorf("no worker process held a %s long enough to be stopped within 10s", kind)
+	return nil, fmt.Errorf("no worker process held a %s long enough to be stopped within 10s", kind)
 }
 
 // kill kill -9s the stopped process p and takes its holders of kind out
@@ -599,7 +608,7 @@ func (m *primMaster) kill(ctx context.Context, p *proc, kind string) (int64, err
 	killAt := mono()
 	p.killAt.Store(killAt)
 	if err := p.signal(syscall.SIGKILL); err != nil {
-		return 0, fmt.Errorf("kill -9 worker process %d: %w", p.id, err)
+		return killAt, fmt.Errorf("kill -9 worker process %d: %w", p.id, err)
 	}
 	byProc, err := m.members(context.WithoutCancel(ctx), kind)
 	if err == nil && len(byProc[p.id]) > 0 {
@@ -615,42 +624,39 @@ func (m *primMaster) kill(ctx context.Context, p *proc, kind string) (int64, err
 // watches its permits on the server (the redisbackend semaphore's sorted
 // set of tokens, which name the process: fairTokens) until they are gone.
 func (m *primMaster) killPermitHolder(ctx context.Context) (*primKillRec, error) {
-	p, member, stopAt, err := m.stopHolder(ctx, holdPermit)
-	if err != nil {
-		return nil, err
-	}
-	_, _, fence, _ := parseMember(member)
 	semKey := m.ns + ":{" + lockKey + "}:sem" // redisbackend's layout (holds.go)
-	prefix := fairTokenPrefix(p.id)
-	before := mono()
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	now, terr := m.r.rdb.Time(qctx).Result()
-	permits, zerr := m.r.rdb.ZRangeWithScores(qctx, semKey, 0, -1).Result()
-	cancel()
-	if err := errors.Join(terr, zerr); err != nil {
-		p.signal(syscall.SIGCONT)
-		return nil, fmt.Errorf("reading the semaphore's permits: %w", err)
-	}
-	k := &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: fence}
-	for _, z := range permits {
-		if tok, _ := z.Member.(string); strings.HasPrefix(tok, prefix) {
-			// Scores are lease ends in server milliseconds; the read was
-			// sent after before, so before + left is no later than the
-			// real end.
-			left := time.Duration(z.Score-float64(now.UnixMilli())) * time.Millisecond
-			k.tokens = append(k.tokens, tok)
-			k.leaseEnds = append(k.leaseEnds, before+int64(left))
-			k.leaseLeft = max(k.leaseLeft, left)
+	k, err := m.stopHolder(ctx, holdPermit, func(p *proc, member string, stopAt int64) (*primKillRec, error) {
+		_, _, fence, _ := parseMember(member)
+		prefix := fairTokenPrefix(p.id)
+		before := mono()
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		now, terr := m.r.rdb.Time(qctx).Result()
+		permits, zerr := m.r.rdb.ZRangeWithScores(qctx, semKey, 0, -1).Result()
+		if err := errors.Join(terr, zerr); err != nil {
+			return nil, fmt.Errorf("reading the semaphore's permits: %w", err)
 		}
-	}
-	if len(k.tokens) == 0 {
-		p.signal(syscall.SIGCONT)
-		return nil, fmt.Errorf("worker process %d counted a permit in, but the server has none of its tokens", p.id)
-	}
-	if k.killAt, err = m.kill(ctx, p, holdPermit); err != nil {
+		k := &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: fence}
+		for _, z := range permits {
+			if tok, _ := z.Member.(string); strings.HasPrefix(tok, prefix) {
+				// Scores are lease ends in server milliseconds; the read
+				// was sent after before, so before + left is no later than
+				// the real end.
+				left := time.Duration(z.Score-float64(now.UnixMilli())) * time.Millisecond
+				k.tokens = append(k.tokens, tok)
+				k.leaseEnds = append(k.leaseEnds, before+int64(left))
+				k.leaseLeft = max(k.leaseLeft, left)
+			}
+		}
+		if len(k.tokens) == 0 {
+			return nil, nil // its permit lapsed meanwhile (a starved process): another
+		}
+		return k, nil
+	})
+	if err != nil || k == nil {
 		return k, err
 	}
-	m.r.progress.logf("%s: kill -9 worker process %d (pid %d) holding a permit (fence %d, %v of its lease left)", m.sc.Name, p.id, p.pid, fence, k.leaseLeft.Round(time.Millisecond))
+	m.r.progress.logf("%s: kill -9 worker process %d (pid %d) holding a permit (fence %d, %v of its lease left)", m.sc.Name, k.proc, k.pid, k.fence, k.leaseLeft.Round(time.Millisecond))
 
 	// Its permits are gone once a waiter's acquire has dropped them (at
 	// the end of their lease: the waiters' fallback timers aim at it).
@@ -671,24 +677,25 @@ func (m *primMaster) killPermitHolder(ctx context.Context) (*primKillRec, error)
 // killLeader kill -9s the worker process that leads, then waits until
 // another leads.
 func (m *primMaster) killLeader(ctx context.Context) (*primKillRec, error) {
-	p, member, stopAt, err := m.stopHolder(ctx, holdLeader)
-	if err != nil {
-		return nil, err
-	}
-	_, _, term, _ := parseMember(member)
-	before := mono()
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	l, err := m.locks.Leader(qctx, electionName)
-	cancel()
-	if err != nil || l.ID != candidateID(p.id) || l.Term != term {
-		p.signal(syscall.SIGCONT)
-		return nil, fmt.Errorf("the stopped leader, worker process %d (term %d), is not the leader the server has: %+v %v", p.id, term, l, err)
-	}
-	k := &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: term, leaseLeft: l.TTL, leaseEnds: []int64{before + int64(l.TTL)}}
-	if k.killAt, err = m.kill(ctx, p, holdLeader); err != nil {
+	k, err := m.stopHolder(ctx, holdLeader, func(p *proc, member string, stopAt int64) (*primKillRec, error) {
+		_, _, term, _ := parseMember(member)
+		before := mono()
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		l, err := m.locks.Leader(qctx, electionName)
+		if err != nil {
+			return nil, fmt.Errorf("asking who leads: %w", err)
+		}
+		if l.ID != candidateID(p.id) || l.Term != term {
+			return nil, nil // its lease lapsed meanwhile (a starved process): another
+		}
+		return &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: term, leaseLeft: l.TTL, leaseEnds: []int64{before + int64(l.TTL)}}, nil
+	})
+	if err != nil || k == nil {
 		return k, err
 	}
-	m.r.progress.logf("%s: kill -9 the leader, worker process %d (pid %d, term %d, %v of its lease left)", m.sc.Name, p.id, p.pid, term, l.TTL.Round(time.Millisecond))
+	term := k.fence
+	m.r.progress.logf("%s: kill -9 the leader, worker process %d (pid %d, term %d, %v of its lease left)", m.sc.Name, k.proc, k.pid, term, k.leaseLeft.Round(time.Millisecond))
 	bound := k.killAt + int64(k.leaseLeft+primKillBound)
 	for mono() < bound && ctx.Err() == nil {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

@@ -29,9 +29,10 @@ func TestScenarioSemaphore(t *testing.T) {
 	if k == nil {
 		t.Fatal("no permit holder was kill -9ed")
 	}
-	// The dead permit goes when its lease ends, not before (the master
-	// polls every 10ms; the lease left is read after the SIGSTOP).
-	if k.Freed < 0 || k.Freed > k.Bound || k.Freed+50 < k.LeaseLeft || k.LeaseLeft <= 0 {
+	// The dead permit goes when its lease ends (the interval sweep judges
+	// that nobody had it before); roughly, since the lease left is read
+	// between the SIGSTOP and the kill, which a busy machine spreads.
+	if k.Freed < 0 || k.Freed > k.Bound || k.Freed+500 < k.LeaseLeft || k.LeaseLeft <= 0 {
 		t.Errorf("kill: %+v", k)
 	}
 	t.Logf("%s", res.Verdict)

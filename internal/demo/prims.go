@@ -1168,3 +1168,19 @@ func primRows(row func(label string, f func(r *Result) string)) {
 		return fmt.Sprintf("%d in %d / %d in %d", ps.Runs, ps.Ticks, ps.PlainRuns, ps.Ticks)
 	}))
 }
+
+// PrimLength says how long a primitives scenario runs, for the help
+// text's brackets ("" for other scenarios).
+func (s Scenario) PrimLength() string {
+	if s.Prim == "" {
+		return ""
+	}
+	plan := planFor(s)
+	switch {
+	case s.Prim == primJobs:
+		return fmt.Sprintf("%d ticks", s.Iterations)
+	case plan.kill:
+		return fmt.Sprintf("%v, then a kill", plan.runFor)
+	}
+	return plan.runFor.String()
+}

@@ -24,12 +24,12 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
-		return nil, c.refused(key, KindLock, err)
+		return nil, c.refused(ctx, key, KindLock, err)
 	}
 	cfg.wait, cfg.waitSet = 0, true // one attempt
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
-		return nil, c.refused(key, KindLock, err)
+		return nil, c.refused(ctx, key, KindLock, err)
 	}
 	return c.acquireWaiting(ctx, req, cfg)
 }
@@ -53,11 +53,11 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
-		return nil, c.refused(key, KindLock, err)
+		return nil, c.refused(ctx, key, KindLock, err)
 	}
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
-		return nil, c.refused(key, KindLock, err)
+		return nil, c.refused(ctx, key, KindLock, err)
 	}
 	return c.acquireWaiting(ctx, req, cfg)
 }

@@ -150,7 +150,7 @@ func (c *Client) finishRun(ctx context.Context, job Job, lk *Lock, started time.
 	}
 	// Forget the hold without releasing it: the server ends it at
 	// LockAtLeast, and the lease keeper must not report it lost.
-	lk.endReleased(fmt.Errorf("%w: held on the server until LockAtLeast (%v) after the run started", ErrReleased, job.LockAtLeast))
+	lk.endReleased(ctx, fmt.Errorf("%w: held on the server until LockAtLeast (%v) after the run started", ErrReleased, job.LockAtLeast))
 }
 
 // validate checks a job's fields and RunJob's other arguments.

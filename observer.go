@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -19,28 +20,37 @@ import (
 // must be quick and must not block, and it must not call the Client or its
 // Locks. A hook that needs more (a network call) should hand the event to a
 // goroutine of its own. Hooks may be called concurrently.
+//
+// The hooks of events that happen in a call (an acquire, its wait, a
+// release) get the call's context, so that a tracing hook can attach a
+// span or an event to the caller's trace; the others happen in the
+// Client's own goroutines.
 type Hooks struct {
 	// AcquireDone is called when an acquire call returns: TryAcquire,
 	// Acquire and Do, once per key of AcquireAll and TryAcquireAll, the
-	// acquires of Semaphore and RWLock, Campaign and RunJob.
-	AcquireDone func(AcquireEvent)
+	// acquires of Semaphore and RWLock, Campaign and RunJob. ctx is the
+	// call's.
+	AcquireDone func(ctx context.Context, e AcquireEvent)
 
 	// WaitStart is called when an acquire call begins to wait: its first
 	// attempt found the lock held (or the backend unreachable), or other
 	// goroutines of the Client were already waiting for the key. An
-	// uncontended acquire never waits.
-	WaitStart func(WaitEvent)
+	// uncontended acquire never waits. ctx is the call's.
+	WaitStart func(ctx context.Context, e WaitEvent)
 
 	// WaitDone is called when a call that began to wait stops waiting,
-	// just before its AcquireDone.
-	WaitDone func(WaitEvent)
+	// just before its AcquireDone. ctx is the call's.
+	WaitDone func(ctx context.Context, e WaitEvent)
 
 	// Released is called when a lock is released: by Release (also when
 	// the release is only confirmed later, in the background), by Do, by
-	// Close, or at the end of a RunJob run.
-	Released func(ReleaseEvent)
+	// Close, or at the end of a RunJob run. ctx is the context of the
+	// call that released it (Close's own for Close).
+	Released func(ctx context.Context, e ReleaseEvent)
 
-	// Lost is called when a lock is lost (its Err matches ErrLost).
+	// Lost is called when a lock is lost (its Err matches ErrLost), by the
+	// goroutine that found it lost: the lease keeper's, or one that called
+	// a method of the Lock.
 	Lost func(LostEvent)
 
 	// RenewalDone is called when a batch of automatic renewals (one round
@@ -217,10 +227,10 @@ func mergeHooks(hs []Hooks) Hooks {
 		return hs[0]
 	}
 	return Hooks{
-		AcquireDone: fanOut(hs, func(h *Hooks) func(AcquireEvent) { return h.AcquireDone }),
-		WaitStart:   fanOut(hs, func(h *Hooks) func(WaitEvent) { return h.WaitStart }),
-		WaitDone:    fanOut(hs, func(h *Hooks) func(WaitEvent) { return h.WaitDone }),
-		Released:    fanOut(hs, func(h *Hooks) func(ReleaseEvent) { return h.Released }),
+		AcquireDone: fanOutCtx(hs, func(h *Hooks) func(context.Context, AcquireEvent) { return h.AcquireDone }),
+		WaitStart:   fanOutCtx(hs, func(h *Hooks) func(context.Context, WaitEvent) { return h.WaitStart }),
+		WaitDone:    fanOutCtx(hs, func(h *Hooks) func(context.Context, WaitEvent) { return h.WaitDone }),
+		Released:    fanOutCtx(hs, func(h *Hooks) func(context.Context, ReleaseEvent) { return h.Released }),
 		Lost:        fanOut(hs, func(h *Hooks) func(LostEvent) { return h.Lost }),
 		RenewalDone: fanOut(hs, func(h *Hooks) func(RenewalEvent) { return h.RenewalDone }),
 	}
@@ -248,11 +258,32 @@ func fanOut[E any](hs []Hooks, field func(*Hooks) func(E)) func(E) {
 	}
 }
 
+// fanOutCtx is fanOut for the hooks that get the call's context.
+func fanOutCtx[E any](hs []Hooks, field func(*Hooks) func(context.Context, E)) func(context.Context, E) {
+	var fs []func(context.Context, E)
+	for i := range hs {
+		if f := field(&hs[i]); f != nil {
+			fs = append(fs, f)
+		}
+	}
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	return func(ctx context.Context, e E) {
+		for _, f := range fs {
+			f(ctx, e)
+		}
+	}
+}
+
 // refused reports an acquire call refused before it made an attempt, and
 // returns its error.
-func (c *Client) refused(key string, kind Kind, err error) error {
+func (c *Client) refused(ctx context.Context, key string, kind Kind, err error) error {
 	if h := c.hooks.AcquireDone; h != nil {
-		h(AcquireEvent{Key: key, Kind: kind, Outcome: outcomeOf(err), Err: err})
+		h(ctx, AcquireEvent{Key: key, Kind: kind, Outcome: outcomeOf(err), Err: err})
 	}
 	return err
 }
@@ -261,7 +292,7 @@ func (c *Client) refused(key string, kind Kind, err error) error {
 func (w *waiter) acquireDone(lk *Lock, err error) {
 	if w.waitStart != (time.Time{}) {
 		if h := w.c.hooks.WaitDone; h != nil {
-			h(WaitEvent{Key: w.req.Key, Kind: w.cfg.kind, Waited: time.Since(w.waitStart)})
+			h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind, Waited: time.Since(w.waitStart)})
 		}
 	}
 	h := w.c.hooks.AcquireDone
@@ -273,7 +304,7 @@ func (w *waiter) acquireDone(lk *Lock, err error) {
 	if lk != nil {
 		ev.Fence = lk.fence
 	}
-	h(ev)
+	h(w.parent, ev)
 }
 
 // beginWait notes that the waiter is about to block, the first time it is.
@@ -283,7 +314,7 @@ func (w *waiter) beginWait() {
 	}
 	w.waitStart = time.Now()
 	if h := w.c.hooks.WaitStart; h != nil {
-		h(WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
+		h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
 	}
 }
 
@@ -291,13 +322,13 @@ func (w *waiter) beginWait() {
 func (l *Lock) held() time.Duration { return time.Since(l.sent) }
 
 // endReleased ends l as released (err matches ErrReleased) and reports it,
-// unless it had already ended.
-func (l *Lock) endReleased(err error) {
+// unless it had already ended. ctx is the releasing call's.
+func (l *Lock) endReleased(ctx context.Context, err error) {
 	if !l.end(err) {
 		return
 	}
 	if h := l.client.hooks.Released; h != nil {
-		h(ReleaseEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Held: l.held()})
+		h(ctx, ReleaseEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Held: l.held()})
 	}
 }
 

@@ -53,15 +53,15 @@ func (h *hookLog) take() []string {
 // text is checked through the outcome).
 func (h *hookLog) hooks() fencelock.Hooks {
 	return fencelock.Hooks{
-		AcquireDone: func(e fencelock.AcquireEvent) {
+		AcquireDone: func(_ context.Context, e fencelock.AcquireEvent) {
 			if (e.Err == nil) != (e.Outcome == fencelock.OutcomeAcquired) {
 				h.add("BAD acquire %s: outcome %v with error %v", e.Key, e.Outcome, e.Err)
 			}
 			h.add("acquire %s %v %v wait=%v attempts=%d fence=%d", e.Key, e.Kind, e.Outcome, e.Wait, e.Attempts, e.Fence)
 		},
-		WaitStart: func(e fencelock.WaitEvent) { h.add("wait %s %v", e.Key, e.Kind) },
-		WaitDone:  func(e fencelock.WaitEvent) { h.add("waited %s %v %v", e.Key, e.Kind, e.Waited) },
-		Released: func(e fencelock.ReleaseEvent) {
+		WaitStart: func(_ context.Context, e fencelock.WaitEvent) { h.add("wait %s %v", e.Key, e.Kind) },
+		WaitDone:  func(_ context.Context, e fencelock.WaitEvent) { h.add("waited %s %v %v", e.Key, e.Kind, e.Waited) },
+		Released: func(_ context.Context, e fencelock.ReleaseEvent) {
 			h.add("released %s %v fence=%d held=%v", e.Key, e.Kind, e.Fence, e.Held)
 		},
 		Lost: func(e fencelock.LostEvent) {
@@ -305,11 +305,11 @@ func TestHooksMerged(t *testing.T) {
 		e := newObsEnv(t)
 		var order []string
 		first := fencelock.Hooks{
-			AcquireDone: func(fencelock.AcquireEvent) { order = append(order, "first acquire") },
+			AcquireDone: func(context.Context, fencelock.AcquireEvent) { order = append(order, "first acquire") },
 		}
 		second := fencelock.Hooks{
-			AcquireDone: func(fencelock.AcquireEvent) { order = append(order, "second acquire") },
-			Released:    func(fencelock.ReleaseEvent) { order = append(order, "second released") },
+			AcquireDone: func(context.Context, fencelock.AcquireEvent) { order = append(order, "second acquire") },
+			Released:    func(context.Context, fencelock.ReleaseEvent) { order = append(order, "second released") },
 		}
 		c := e.client("a", fencelock.WithHooks(first), fencelock.WithHooks(fencelock.Hooks{}), fencelock.WithHooks(second))
 		lk, err := c.TryAcquire(context.Background(), "k", time.Second)
@@ -322,6 +322,45 @@ func TestHooksMerged(t *testing.T) {
 		want := []string{"first acquire", "second acquire", "second released"}
 		if !slices.Equal(order, want) {
 			t.Errorf("hooks called: %q, want %q", order, want)
+		}
+	})
+}
+
+// TestHooksContext checks that the hooks of a call get the call's
+// context: the acquire's (also when refused, and for its wait) and the
+// release's.
+func TestHooksContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newObsEnv(t)
+		type callKey struct{}
+		var got []string
+		name := func(ctx context.Context) string { s, _ := ctx.Value(callKey{}).(string); return s }
+		c := e.client("a", fencelock.WithHooks(fencelock.Hooks{
+			AcquireDone: func(ctx context.Context, ev fencelock.AcquireEvent) {
+				got = append(got, "acquire "+ev.Outcome.String()+" in "+name(ctx))
+			},
+			WaitStart: func(ctx context.Context, _ fencelock.WaitEvent) { got = append(got, "wait in "+name(ctx)) },
+			WaitDone:  func(ctx context.Context, _ fencelock.WaitEvent) { got = append(got, "waited in "+name(ctx)) },
+			Released:  func(ctx context.Context, _ fencelock.ReleaseEvent) { got = append(got, "released in "+name(ctx)) },
+		}))
+		call := func(n string) context.Context { return context.WithValue(context.Background(), callKey{}, n) }
+		lk, err := c.TryAcquire(call("first"), "k", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.TryAcquire(call("bad"), "k", -1); !errors.Is(err, fencelock.ErrInvalidArgument) {
+			t.Fatalf("TryAcquire with a negative ttl: %v", err)
+		}
+		if _, err := c.Acquire(call("second"), "k", time.Second, fencelock.WithWait(100*time.Millisecond)); !errors.Is(err, fencelock.ErrNotAcquired) {
+			t.Fatalf("Acquire of a held lock: %v", err)
+		}
+		if err := lk.Release(call("release")); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"acquire acquired in first", "acquire invalid in bad", "wait in second", "waited in second",
+			"acquire not_acquired in second", "released in release"}
+		if !slices.Equal(got, want) {
+			t.Errorf("hooks called: %q, want %q", got, want)
 		}
 	})
 }
@@ -351,10 +390,10 @@ func TestHooksNoAllocations(t *testing.T) {
 	}
 	var acquired, released atomic.Int64
 	hooks := fencelock.WithHooks(fencelock.Hooks{
-		AcquireDone: func(fencelock.AcquireEvent) { acquired.Add(1) },
-		WaitStart:   func(fencelock.WaitEvent) {},
-		WaitDone:    func(fencelock.WaitEvent) {},
-		Released:    func(fencelock.ReleaseEvent) { released.Add(1) },
+		AcquireDone: func(context.Context, fencelock.AcquireEvent) { acquired.Add(1) },
+		WaitStart:   func(context.Context, fencelock.WaitEvent) {},
+		WaitDone:    func(context.Context, fencelock.WaitEvent) {},
+		Released:    func(context.Context, fencelock.ReleaseEvent) { released.Add(1) },
 		Lost:        func(fencelock.LostEvent) {},
 		RenewalDone: func(fencelock.RenewalEvent) {},
 	})
@@ -391,7 +430,7 @@ func TestHooksRedis(t *testing.T) {
 	tl := &tally{acquired: map[string]int{}, released: map[string]int{}, lost: map[string]int{},
 		outcomes: map[fencelock.AcquireOutcome]int{}, lostReasons: map[fencelock.LostReason]int{}, fences: map[string][]int64{}}
 	hooks := fencelock.Hooks{
-		AcquireDone: func(e fencelock.AcquireEvent) {
+		AcquireDone: func(_ context.Context, e fencelock.AcquireEvent) {
 			tl.mu.Lock()
 			defer tl.mu.Unlock()
 			tl.outcomes[e.Outcome]++
@@ -400,9 +439,9 @@ func TestHooksRedis(t *testing.T) {
 				tl.fences[e.Key] = append(tl.fences[e.Key], e.Fence)
 			}
 		},
-		WaitStart: func(fencelock.WaitEvent) { tl.mu.Lock(); tl.waits++; tl.mu.Unlock() },
-		WaitDone:  func(fencelock.WaitEvent) { tl.mu.Lock(); tl.waitsDone++; tl.mu.Unlock() },
-		Released: func(e fencelock.ReleaseEvent) {
+		WaitStart: func(context.Context, fencelock.WaitEvent) { tl.mu.Lock(); tl.waits++; tl.mu.Unlock() },
+		WaitDone:  func(context.Context, fencelock.WaitEvent) { tl.mu.Lock(); tl.waitsDone++; tl.mu.Unlock() },
+		Released: func(_ context.Context, e fencelock.ReleaseEvent) {
 			tl.mu.Lock()
 			tl.released[e.Kind.String()]++
 			tl.mu.Unlock()

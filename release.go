@@ -79,7 +79,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	res, err := c.sendReleaseOps(ctx, l.ops, l.releaseRequest(), heldUntil)
 	switch {
 	case err != nil:
-		l.endReleased(released)
+		l.endReleased(ctx, released)
 		c.log.Warn("fencelock: release not confirmed; retrying in the background",
 			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token), "error", err)
 		c.releaser.addOps(l.ops, l.releaseRequest(), l.ttl)
@@ -90,7 +90,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		l.lose(LostGone, "the lock was no longer held when released", false)
 		return lockError("release", l.ref.Key, ErrNotHeld)
 	default:
-		l.endReleased(released)
+		l.endReleased(ctx, released)
 		if res.Remaining == 0 && l.ops == nil {
 			c.queues.released(l.ref.Key)
 		}

@@ -160,13 +160,13 @@ func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration,
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
-		return nil, c.refused(key, kind, err)
+		return nil, c.refused(ctx, key, kind, err)
 	}
 	if cfg.fair {
-		return nil, c.refused(key, kind, invalid("option", "WithFairness", "applies to the plain lock only"))
+		return nil, c.refused(ctx, key, kind, invalid("option", "WithFairness", "applies to the plain lock only"))
 	}
 	if err := check(); err != nil {
-		return nil, c.refused(key, kind, err)
+		return nil, c.refused(ctx, key, kind, err)
 	}
 	if single {
 		cfg.wait, cfg.waitSet = 0, true
@@ -174,7 +174,7 @@ func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration,
 	cfg.prim, cfg.kind = prim, kind
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
-		return nil, c.refused(key, kind, err)
+		return nil, c.refused(ctx, key, kind, err)
 	}
 	req.Owner = req.Token // not re-entrant, whatever WithOwner says
 	return c.acquireWaiting(ctx, req, cfg)

@@ -33,6 +33,7 @@
 package fencelockprom
 
 import (
+	"context"
 	"sync"
 
 	"github.com/fencelock/fencelock"
@@ -196,22 +197,22 @@ func New(opts ...Option) *Metrics {
 func (m *Metrics) Hooks() fencelock.Hooks {
 	return fencelock.Hooks{
 		AcquireDone: m.acquireDone,
-		WaitStart:   func(e fencelock.WaitEvent) { m.addGauge(m.waiters, e.Kind, e.Key, +1) },
-		WaitDone:    func(e fencelock.WaitEvent) { m.addGauge(m.waiters, e.Kind, e.Key, -1) },
+		WaitStart:   func(_ context.Context, e fencelock.WaitEvent) { m.addGauge(m.waiters, e.Kind, e.Key, +1) },
+		WaitDone:    func(_ context.Context, e fencelock.WaitEvent) { m.addGauge(m.waiters, e.Kind, e.Key, -1) },
 		Released:    m.released,
 		Lost:        m.lostLock,
 		RenewalDone: m.renewalDone,
 	}
 }
 
-func (m *Metrics) acquireDone(e fencelock.AcquireEvent) {
+func (m *Metrics) acquireDone(_ context.Context, e fencelock.AcquireEvent) {
 	m.wait.WithLabelValues(m.labels(e.Key, e.Kind.String(), e.Outcome.String())...).Observe(e.Wait.Seconds())
 	if e.Outcome == fencelock.OutcomeAcquired {
 		m.addGauge(m.held, e.Kind, e.Key, +1)
 	}
 }
 
-func (m *Metrics) released(e fencelock.ReleaseEvent) {
+func (m *Metrics) released(_ context.Context, e fencelock.ReleaseEvent) {
 	m.hold.WithLabelValues(m.labels(e.Key, e.Kind.String())...).Observe(e.Held.Seconds())
 	m.addGauge(m.held, e.Kind, e.Key, -1)
 }

@@ -30,6 +30,11 @@
 // allows n holders at a time (semaphore.go), and RWLock lets readers share
 // and writers in one at a time, writers first (rwlock.go).
 //
+// WithHooks makes the Client report acquires (outcome, wait), waits,
+// releases (hold time), renewal batches and losses to functions of yours,
+// for metrics and tracing (observer.go); the fencelockprom module turns
+// them into Prometheus metrics.
+//
 // # What a lease guarantees, and what fencing adds
 //
 // A lock is a lease: the server frees it when its ttl runs out without a

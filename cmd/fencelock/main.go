@@ -2,6 +2,7 @@
 //
 //	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart, failover, cluster-failover
 //	fencelock inspect [flags] KEY   a lock's state in Redis: holder, fence, lease left, waiters
+//	fencelock force-release --reason TEXT KEY   free a stuck lock, logged
 //
 // Run "fencelock help" for the list of commands and "fencelock demo -h" for
 // the demo's flags. The demo is described in package internal/demo.
@@ -40,6 +41,7 @@ func commands() []command {
 	return []command{
 		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart, failovers", run: runDemo},
 		{name: "inspect", summary: "show a lock's state in Redis: holder, fence, lease left, waiters", run: runInspect},
+		{name: "force-release", summary: "free a lock whoever holds it, with a logged reason (operators)", run: runForceRelease},
 		{name: "demo-worker", hidden: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
 		{name: "help", summary: "show help for a command", run: runHelp},
 	}
@@ -55,7 +57,7 @@ Commands:
 `)
 	for _, c := range commands() {
 		if !c.hidden {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+			fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 		}
 	}
 	fmt.Fprint(w, `

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -70,7 +71,7 @@ func NewTable(d Dialect, table, fenceColumn string, keyColumns ...string) (*Tabl
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{dialect: d, name: table, keys: keyColumns}
+	t := &Table{dialect: d, name: table, keys: slices.Clone(keyColumns)}
 	param := func(n int) string {
 		if d == Postgres {
 			return fmt.Sprintf("$%d", n)

@@ -29,7 +29,9 @@ type Hooks struct {
 	// AcquireDone is called when an acquire call returns: TryAcquire,
 	// Acquire and Do, once per key of AcquireAll and TryAcquireAll, the
 	// acquires of Semaphore and RWLock, Campaign and RunJob. ctx is the
-	// call's.
+	// call's. (A call refused as a whole before it tried any key, such as
+	// an AcquireAll naming a key twice or a Do without a function, is not
+	// reported.)
 	AcquireDone func(ctx context.Context, e AcquireEvent)
 
 	// WaitStart is called when an acquire call begins to wait: its first

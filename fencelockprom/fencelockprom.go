@@ -77,8 +77,8 @@ type config struct {
 // WithKeyLabel adds a "key" label, whose value is label(key), to the metrics
 // about single locks (wait, hold, held, waiters, lost). Every distinct value
 // is a series of each: label must map keys to a small set of values, such
-// as their prefix. A nil label uses the key itself, for a program with a
-// few fixed keys.
+// as their prefix. It is called in the Client's hooks: it must be quick. A
+// nil label uses the key itself, for a program with a few fixed keys.
 func WithKeyLabel(label func(key string) string) Option {
 	return func(c *config) {
 		if label == nil {

@@ -70,6 +70,7 @@ func WithHooks(h Hooks) Option {
 // Kind is the kind of hold an event is about.
 type Kind uint8
 
+// The kinds of hold.
 const (
 	KindLock      Kind = iota // the plain lock (Client.Acquire, Do, AcquireAll, Campaign, RunJob)
 	KindSemaphore             // a permit of a Semaphore
@@ -95,6 +96,7 @@ func (k Kind) String() string {
 // AcquireOutcome says how an acquire call ended.
 type AcquireOutcome uint8
 
+// How an acquire call can end.
 const (
 	// OutcomeAcquired: the call returned a held Lock.
 	OutcomeAcquired AcquireOutcome = iota
@@ -151,6 +153,7 @@ func outcomeOf(err error) AcquireOutcome {
 // LostReason says why a lock was lost.
 type LostReason uint8
 
+// Why a lock can be lost.
 const (
 	// LostGone: the server no longer had the hold when a renewal, Refresh or
 	// Release asked (its lease had ended, or it was deleted or taken over).

@@ -1,6 +1,6 @@
 // Command fencelock is fencelock's command-line tool.
 //
-//	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart, failover, cluster-failover
+//	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart, fair, failover, cluster-failover
 //	fencelock inspect [flags] KEY   a lock's state in Redis: holder, fence, lease left, waiters
 //	fencelock force-release --reason TEXT KEY   free a stuck lock, logged
 //
@@ -39,7 +39,7 @@ type command struct {
 // commands lists the subcommands.
 func commands() []command {
 	return []command{
-		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart, failovers", run: runDemo},
+		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart, fair lock, failovers", run: runDemo},
 		{name: "inspect", summary: "show a lock's state in Redis: holder, fence, lease left, waiters", run: runInspect},
 		{name: "force-release", summary: "free a lock whoever holds it, with a logged reason (operators)", run: runForceRelease},
 		{name: "demo-worker", hidden: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
@@ -129,6 +129,14 @@ refuses the holder's late writes. With --replica-ack 1 (redisbackend.
 WithReplicaAck) renewals no replica acknowledged do not count, so the holder
 is told before the lock can pass on. Run both to compare.
 
+In fair, 4 worker processes of 4 goroutines each (whatever --workers says)
+take the lock for 1 ms each, first with plain Acquire, then with
+fencelock.WithFairness (one line of waiters on the server), and the table
+compares them: hand-offs per second, waits, turns per worker. Then the
+master kill -9s a worker process while its goroutines wait in line: the
+line stalls until their places lapse (fencelock.FairPlaceLease), no longer.
+--iterations does not apply to it.
+
 Scenarios (default iterations per worker, or failovers, in brackets):
 %s
 Flags:
@@ -140,8 +148,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	var scenarioList strings.Builder
 	for _, s := range demo.Scenarios {
 		n := fmt.Sprint(s.Iterations)
-		if s.Failovers > 0 {
+		switch {
+		case s.Failovers > 0:
 			n = fmt.Sprintf("%d failovers", s.Failovers)
+		case s.Fair:
+			n = fmt.Sprintf("%v per mode", demo.FairRunFor)
 		}
 		fmt.Fprintf(&scenarioList, "  %-16s [%s] %s\n", s.Name, n, s.Summary)
 	}

@@ -42,6 +42,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "-h"}, 0, "restart", ""},
 		{[]string{"demo", "-h"}, 0, "cluster-failover", ""},
 		{[]string{"demo", "-h"}, 0, "--replica-ack", ""},
+		{[]string{"demo", "-h"}, 0, "  fair             [2s per mode]", ""},
 	} {
 		code, out, errs := runCLI(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.err) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/exitcode"
 	"github.com/fencelock/fencelock/redisbackend"
 )
 
@@ -64,7 +65,12 @@ func runForceRelease(args []string, stdout, stderr io.Writer) int {
 	}
 	rdb, err := dialRedis(*redisURL)
 	if err != nil {
-		return bad("%v", err)
+		var urlErr *badURLError
+		if errors.As(err, &urlErr) {
+			return bad("%v", err)
+		}
+		fmt.Fprintln(stderr, exitcode.Message("fencelock force-release", err))
+		return exitcode.CouldNotRun
 	}
 	defer rdb.Close()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -76,8 +82,9 @@ func runForceRelease(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	before, err := c.ForceRelease(ctx, key, *reason)
 	if err != nil {
-		fmt.Fprintf(stderr, "fencelock force-release: %v\n", err)
-		return 1
+		// Redis failing, or a key or namespace refused: nothing released.
+		fmt.Fprintln(stderr, exitcode.Message("fencelock force-release", err))
+		return exitcode.CouldNotRun
 	}
 	if !before.Held {
 		fmt.Fprintf(stdout, "%s: not held; nothing released\n", key)

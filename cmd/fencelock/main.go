@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/demo"
+	"github.com/fencelock/fencelock/internal/exitcode"
 )
 
 func main() {
@@ -65,8 +66,10 @@ Run "fencelock <command> -h" for a command's flags.
 `)
 }
 
-// run is main without os.Exit: it returns the exit status (0 ok, 1 failure,
-// 2 bad usage, 130 interrupted).
+// run is main without os.Exit: it returns the exit status, the convention
+// of every fencelock command (internal/exitcode): 0 ok, 1 a check failed
+// (a demo scenario's FAIL), 2 could not run (bad usage, Redis unreachable,
+// a refused argument), 130 interrupted.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
@@ -109,8 +112,8 @@ lock, each iteration: acquire, mark itself inside (a Redis counter that must
 read 1), write to a fenced store, hold, write again, leave, release. The
 master watches, pauses or kills holders, or restarts redis-server, and prints
 a table: overlaps seen, stale writes attempted and accepted (must be 0),
-fences, hand-off latency, and PASS/FAIL per scenario. Exit status 1 on any
-FAIL.
+fences, hand-off latency, and PASS/FAIL per scenario. Exit status: 0 all
+PASS, 1 any FAIL, 2 the demo could not run, 130 interrupted.
 
 Without --redis (or $REDIS_URL) it starts a private redis-server on a free
 port. With one, it uses keys under fencelock-demo:* and deletes them after;
@@ -246,8 +249,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(stderr, "fencelock demo: cannot find this program to start workers: %v\n", err)
-		return 1
+		fmt.Fprintln(stderr, exitcode.Message("fencelock demo", fmt.Errorf("cannot find this program to start workers: %w", err)))
+		return exitcode.CouldNotRun
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -276,21 +279,22 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 			werr = rep.WriteTable(stdout)
 		}
 		if werr != nil {
-			fmt.Fprintf(stderr, "fencelock demo: %v\n", werr)
-			return 1
+			fmt.Fprintln(stderr, exitcode.Message("fencelock demo", werr))
+			return exitcode.CouldNotRun
 		}
 	}
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(stderr, "fencelock demo: interrupted")
-		return 130
+		return exitcode.Interrupted
 	case err != nil:
-		fmt.Fprintf(stderr, "fencelock demo: %v\n", err)
-		return 1
+		// No verdict: the demo could not run (or finish) its scenarios.
+		fmt.Fprintln(stderr, exitcode.Message("fencelock demo", err))
+		return exitcode.CouldNotRun
 	case !rep.Pass:
-		return 1
+		return exitcode.Fail
 	}
-	return 0
+	return exitcode.OK
 }
 
 // printFlags lists fs's flags with GNU-style double dashes (the flag

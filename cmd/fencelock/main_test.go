@@ -118,9 +118,10 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 }
 
+// Redis unreachable: the demo could not run, exit status 2 (not 1, a FAIL).
 func TestDemoUnreachableRedis(t *testing.T) {
 	code, _, errs := runCLI("demo", "--scenario", "mutex", "--redis", "127.0.0.1:1")
-	if code != 1 || !strings.Contains(errs, "cannot reach Redis") {
+	if code != 2 || !strings.Contains(errs, "cannot reach Redis") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }

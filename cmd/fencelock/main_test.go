@@ -43,6 +43,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "-h"}, 0, "cluster-failover", ""},
 		{[]string{"demo", "-h"}, 0, "--replica-ack", ""},
 		{[]string{"demo", "-h"}, 0, "  fair             [2s per mode]", ""},
+		{[]string{"demo", "-h"}, 0, "  semaphore        [2s, then a kill]", ""},
+		{[]string{"demo", "-h"}, 0, "  jobs             [6 ticks]", ""},
 	} {
 		code, out, errs := runCLI(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.err) {

@@ -282,17 +282,19 @@ func (b *Backend) raise(ctx context.Context, req fencelock.AcquireRequest, grant
 	return nil
 }
 
-// undo releases an acquisition that did not reach a majority, on every
-// master that granted it or did not answer. No tombstone: the Client tries
-// again with the same token, which a tombstone would refuse; a late copy of
-// the request on a master that did not answer is a grant to that token,
-// which the Client's next attempt counts, or its final release (with a
-// tombstone, when it gives up) removes.
+// undo releases an acquisition that did not reach a majority, on the
+// masters that granted it. Not on those that did not answer: a release sent
+// there could arrive late, after the Client's next attempt (same token) was
+// granted, and take that grant away; a late grant there is instead counted
+// by the next attempt, removed by the Client's final release (with a
+// tombstone, when it gives up), or ends with its lease. No tombstone either:
+// the Client tries again with the same token, which a tombstone would
+// refuse. (An undo release that itself times out leaves the same window.)
 func (b *Backend) undo(req fencelock.AcquireRequest, answers []answer[fencelock.AcquireResult]) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
 	each(b, ctx, func(ctx context.Context, i int, n node) (fencelock.ReleaseResult, error) {
-		if a := answers[i]; a.err == nil && !a.val.Acquired {
+		if a := answers[i]; a.err != nil || !a.val.Acquired {
 			return fencelock.ReleaseResult{}, nil
 		}
 		return n.b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef})

@@ -865,7 +865,12 @@ func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 			kind = holdLeader
 		}
 		for _, e := range k.leaseEnds {
-			add(k.stopAt, max(e, k.killAt), kind)
+			// Up to the end of the lease on the server, not to the kill:
+			// on a busy machine the kill can come after the stopped
+			// process's lease lapsed and another took its permit, which
+			// is no overlap (the lease end read is a lower bound, so this
+			// never hides one).
+			add(k.stopAt, e, kind)
 		}
 	}
 	// Ends before starts at the same instant: intervals are half-open.

@@ -3,10 +3,8 @@ package fencelock_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -305,34 +304,18 @@ type electionChildConfig struct {
 }
 
 func startElectionChild(t *testing.T, addr string, cfg electionChildConfig) (*exec.Cmd, *bufio.Scanner) {
-	t.Helper()
-	js, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestElectionChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "FENCELOCK_ELECTION_CHILD="+string(js), "FENCELOCK_ELECTION_REDIS="+addr)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, bufio.NewScanner(out)
+	return childtest.Start(t, "TestElectionChild", "FENCELOCK_ELECTION_CHILD", addr, cfg)
 }
 
 // TestElectionChild is the body of the child processes of the election
 // tests; it does nothing unless started by one.
 func TestElectionChild(t *testing.T) {
-	spec := os.Getenv("FENCELOCK_ELECTION_CHILD")
-	if spec == "" {
+	var cfg electionChildConfig
+	addr, ok := childtest.Spec(t, "FENCELOCK_ELECTION_CHILD", &cfg)
+	if !ok {
 		return
 	}
-	var cfg electionChildConfig
-	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCELOCK_ELECTION_REDIS"), ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	c := fencelock.New(redisbackend.New(rdb))
 	defer c.Close()

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -51,20 +51,7 @@ type holdsChildResult struct {
 // startHoldsChild starts a child process with cfg and returns it with a
 // scanner of its output; it is killed at cleanup.
 func startHoldsChild(t *testing.T, addr string, cfg holdsChildConfig) (*exec.Cmd, *bufio.Scanner) {
-	t.Helper()
-	js, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldsChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "FENCELOCK_HOLDS_CHILD="+string(js), "FENCELOCK_HOLDS_REDIS="+addr)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, bufio.NewScanner(out)
+	return childtest.Start(t, "TestHoldsChild", "FENCELOCK_HOLDS_CHILD", addr, cfg)
 }
 
 // childLine waits for the child's line with prefix and returns the rest.
@@ -82,15 +69,12 @@ func childLine(t *testing.T, out *bufio.Scanner, prefix string) string {
 // TestHoldsChild is the body of the child processes of the tests in this
 // file; it does nothing unless started by one.
 func TestHoldsChild(t *testing.T) {
-	spec := os.Getenv("FENCELOCK_HOLDS_CHILD")
-	if spec == "" {
+	var cfg holdsChildConfig
+	addr, ok := childtest.Spec(t, "FENCELOCK_HOLDS_CHILD", &cfg)
+	if !ok {
 		return
 	}
-	var cfg holdsChildConfig
-	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCELOCK_HOLDS_REDIS"), ContextTimeoutEnabled: true, PoolSize: 64})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
 	defer rdb.Close()
 	c := fencelock.New(redisbackend.New(rdb))
 	defer c.Close()

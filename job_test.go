@@ -3,11 +3,9 @@ package fencelock_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -285,34 +284,18 @@ type jobChildConfig struct {
 }
 
 func startJobChild(t *testing.T, addr string, cfg jobChildConfig) (*exec.Cmd, *bufio.Scanner) {
-	t.Helper()
-	js, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestJobChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "FENCELOCK_JOB_CHILD="+string(js), "FENCELOCK_JOB_REDIS="+addr)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, bufio.NewScanner(out)
+	return childtest.Start(t, "TestJobChild", "FENCELOCK_JOB_CHILD", addr, cfg)
 }
 
 // TestJobChild is the body of the child processes of the job tests; it does
 // nothing unless started by one.
 func TestJobChild(t *testing.T) {
-	spec := os.Getenv("FENCELOCK_JOB_CHILD")
-	if spec == "" {
+	var cfg jobChildConfig
+	addr, ok := childtest.Spec(t, "FENCELOCK_JOB_CHILD", &cfg)
+	if !ok {
 		return
 	}
-	var cfg jobChildConfig
-	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCELOCK_JOB_REDIS"), ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	c := fencelock.New(redisbackend.New(rdb))
 	defer c.Close()

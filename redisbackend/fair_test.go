@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
@@ -312,34 +312,18 @@ func startFairChild(t *testing.T, addr string, cfg fairChildConfig) *exec.Cmd {
 }
 
 func startFairChildOutput(t *testing.T, addr string, cfg fairChildConfig) (*exec.Cmd, *bufio.Scanner) {
-	t.Helper()
-	js, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFairChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "FENCELOCK_FAIR_CHILD="+string(js), "FENCELOCK_FAIR_REDIS="+addr)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, bufio.NewScanner(out)
+	return childtest.Start(t, "TestFairChild", "FENCELOCK_FAIR_CHILD", addr, cfg)
 }
 
 // TestFairChild is the body of the child processes of the fair tests; it
 // does nothing unless started by one.
 func TestFairChild(t *testing.T) {
-	spec := os.Getenv("FENCELOCK_FAIR_CHILD")
-	if spec == "" {
+	var cfg fairChildConfig
+	addr, ok := childtest.Spec(t, "FENCELOCK_FAIR_CHILD", &cfg)
+	if !ok {
 		return
 	}
-	var cfg fairChildConfig
-	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCELOCK_FAIR_REDIS"), ContextTimeoutEnabled: true, PoolSize: 64})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 64})
 	defer rdb.Close()
 	c := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace("fair"))
 	defer c.Close()

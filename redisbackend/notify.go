@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +13,7 @@ import (
 )
 
 var (
-	errNotificationsOff = errors.New("redisbackend: release notifications are off")
+	errNotificationsOff = fmt.Errorf("redisbackend: release notifications are off (WithoutReleaseNotifications): %w", fencelock.ErrUnsupported)
 	errClosed           = errors.New("redisbackend: backend closed")
 )
 

@@ -3,6 +3,7 @@
 //	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart, fair, semaphore, rwlock, election, jobs, failover, cluster-failover
 //	fencelock inspect [flags] KEY   a lock's state in Redis: holder, fence, lease left, waiters
 //	fencelock force-release --reason TEXT KEY   free a stuck lock, logged
+//	fencelock dashboard [flags]     a live web page of a namespace's locks
 //
 // Run "fencelock help" for the list of commands and "fencelock demo -h" for
 // the demo's flags. The demo is described in package internal/demo.
@@ -43,6 +44,7 @@ func commands() []command {
 		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart, fair lock, primitives, failovers", run: runDemo},
 		{name: "inspect", summary: "show a lock's state in Redis: holder, fence, lease left, waiters", run: runInspect},
 		{name: "force-release", summary: "free a lock whoever holds it, with a logged reason (operators)", run: runForceRelease},
+		{name: "dashboard", summary: "serve a live web page of a namespace's locks: holders, fences, TTLs, hand-offs", run: runDashboard},
 		{name: "demo-worker", hidden: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
 		{name: "help", summary: "show help for a command", run: runHelp},
 	}

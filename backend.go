@@ -129,6 +129,12 @@ type AcquireRequest struct {
 	// fences never go back even when the store forgot the last one (a
 	// promoted replica that missed it, a restart without persistence).
 	FenceFloor int64
+	// Identity is the Client's WithIdentity: who holds the lock, for
+	// operators (host:pid, a pod name), "" when not set. A backend that
+	// records it stores it with a lock this request takes while free,
+	// keeps it on re-entry, and returns it in LockInfo.Identity; it has no
+	// part in ownership. Backends that do not record it ignore it.
+	Identity string
 }
 
 // AcquireResult is the outcome of one acquire attempt.

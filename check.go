@@ -17,7 +17,7 @@ type Checker interface {
 }
 
 // Check reports, at start-up rather than at the first lock, a Client that
-// cannot work: an invalid option (WithSafetyMargin), a namespace the
+// cannot work: an invalid option (WithSafetyMargin, WithIdentity), a namespace the
 // backend cannot use (the Redis backend refuses braces, which would break
 // Cluster hash tags), or a backend that cannot be reached or cannot run
 // what it needs (Checker). Invalid options give an error matching
@@ -34,6 +34,9 @@ func (c *Client) Check(ctx context.Context) error {
 	}
 	if c.cfg.marginErr != nil {
 		return c.cfg.marginErr
+	}
+	if c.cfg.identityErr != nil {
+		return c.cfg.identityErr
 	}
 	if c.closed() {
 		return fmt.Errorf("fencelock: check: %w", ErrClosed)

@@ -31,6 +31,9 @@ type LockInfo struct {
 	// Owner is the holder: its WithOwner value, or the owner token of its
 	// one hold without WithOwner.
 	Owner string
+	// Identity is what the holder's Client gave WithIdentity (host:pid, a
+	// pod name), "" when it gave none or the backend does not record it.
+	Identity string
 	// Fence is the holder's fencing token.
 	Fence int64
 	// Holds are the live holds (one, or more when the owner re-entered),

@@ -17,6 +17,8 @@ type clientConfig struct {
 	safetyMargin   float64 // fraction of a lease the local deadline ends early
 	marginErr      error   // an invalid WithSafetyMargin, reported by every call
 	hooks          []Hooks // WithHooks (observer.go), merged by New
+	identity       string  // WithIdentity (identity.go); "" stores none
+	identityErr    error   // an invalid WithIdentity, reported by every call
 }
 
 // DefaultNamespace prefixes the keys of a Client made without WithNamespace.
@@ -183,6 +185,9 @@ func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOpt
 	}
 	if c.cfg.marginErr != nil {
 		return cfg, c.cfg.marginErr
+	}
+	if c.cfg.identityErr != nil {
+		return cfg, c.cfg.identityErr
 	}
 	if key == "" {
 		return cfg, invalid("key", key, "must not be empty")

@@ -119,6 +119,9 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
 		args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
+		if req.Identity != "" {
+			args = append(args, req.Identity)
+		}
 		var vals []int64
 		var err error
 		if b.ack != nil {

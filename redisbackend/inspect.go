@@ -18,6 +18,7 @@ type LockInfo struct {
 
 	Held       bool
 	Owner      string                   // the holder: its WithOwner value, or its owner token
+	Identity   string                   // the holder's fencelock.WithIdentity (field id), "" when none
 	Fence      int64                    // the holder's fencing token
 	Holds      int                      // the live holds (re-entry adds one; a lapsed hold is not counted)
 	Tokens     []string                 // owner tokens of the live holds, sorted
@@ -84,6 +85,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (LockInfo,
 		sort.Strings(info.Tokens)
 		info.Held = true
 		info.Owner = owner
+		info.Identity = fields["id"]
 		info.Fence, _ = strconv.ParseInt(fields["fence"], 10, 64)
 		info.Holds = len(info.Tokens)
 		info.TTL = max(pttl.Val(), 0)

@@ -12,6 +12,8 @@ import (
 //	NS:{KEY}:lock           hash, expiring with its longest lease (PX):
 //	                          owner  the holder (WithOwner, or the owner token)
 //	                          fence  the holder's fencing token
+//	                          id     the holder's identity (fencelock.
+//	                                 WithIdentity), only when it gave one
 //	                          t:TOK  one field per hold, named by its owner
 //	                                 token: the server time (Unix ms) at which
 //	                                 the hold's lease ends

@@ -19,7 +19,7 @@ func (b *Backend) InspectLock(ctx context.Context, namespace, key string) (fence
 	if !raw.Held {
 		return info, nil
 	}
-	info.Owner, info.Fence, info.TTL = raw.Owner, raw.Fence, raw.TTL
+	info.Owner, info.Identity, info.Fence, info.TTL = raw.Owner, raw.Identity, raw.Fence, raw.TTL
 	for _, token := range raw.Tokens { // sorted
 		info.Holds = append(info.Holds, fencelock.HoldInfo{Token: token, TTL: raw.HoldLeases[token]})
 	}

@@ -137,8 +137,12 @@ end
 // (so that its release wakes waiters). A token with a tombstone (its client
 // gave the acquire up) is refused.
 //
-//	KEYS: lock, fence counter, tombstone    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor
+//	KEYS: lock, fence counter, tombstone    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor[, identity]
 //	returns {1, fence, holds} when held, {0, 0, 0, holder's remaining lease (ms), or -1} when not.
+//
+// The identity (fencelock.WithIdentity) is sent only when set, and stored
+// (field id) only by the acquisition that takes the free lock: a Client
+// without one costs no byte and no command more.
 //
 // The fencing token is minted in the same step as the acquire: one more than
 // the last one, but at least the server's clock in microseconds and above the
@@ -160,7 +164,11 @@ if redis.call('EXISTS', tombstone) == 1 then
 end
 
 if not holder then
-  return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL)
+  local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL)
+  if ARGV[6] then
+    redis.call('HSET', lock, 'id', ARGV[6])
+  end
+  return reply
 end
 
 if holder == owner then

@@ -36,7 +36,7 @@ func (b *Backend) InspectLock(ctx context.Context, namespace, key string) (fence
 	if len(l.holds) == 0 {
 		return info, nil
 	}
-	info.Held, info.Owner, info.Fence = true, l.owner, l.fence
+	info.Held, info.Owner, info.Identity, info.Fence = true, l.owner, l.identity, l.fence
 	for _, h := range l.holds {
 		ttl := h.end.Sub(now)
 		info.Holds = append(info.Holds, fencelock.HoldInfo{Token: h.token, TTL: ttl})

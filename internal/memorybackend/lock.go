@@ -18,6 +18,7 @@ func idOf(ref fencelock.LockRef) lockID { return lockID{ref.Namespace, ref.Key} 
 // tombstone whose end is not after now is gone.
 type lock struct {
 	owner      string // the holder's Owner; "" when free
+	identity   string // the holder's Identity, set when it took the lock
 	fence      int64  // the holder's fence; 0 when free
 	counter    int64  // the last fence minted (0: none yet)
 	holds      []hold // live holds, in the order they were taken
@@ -35,7 +36,7 @@ type hold struct {
 func (l *lock) prune(now time.Time) {
 	l.holds = slices.DeleteFunc(l.holds, func(h hold) bool { return !h.end.After(now) })
 	if len(l.holds) == 0 {
-		l.owner, l.fence = "", 0
+		l.owner, l.fence, l.identity = "", 0, ""
 	}
 	maps.DeleteFunc(l.tombstones, func(_ string, end time.Time) bool { return !end.After(now) })
 }
@@ -69,7 +70,7 @@ func (l *lock) acquire(now time.Time, req fencelock.AcquireRequest) fencelock.Ac
 	switch {
 	case len(l.holds) == 0:
 		l.counter = max(l.counter, req.FenceFloor) + 1
-		l.owner, l.fence = req.Owner, l.counter
+		l.owner, l.fence, l.identity = req.Owner, l.counter, req.Identity
 		l.holds = append(l.holds, hold{req.Token, end})
 	case l.owner == req.Owner:
 		if i := l.find(req.Token); i >= 0 {
@@ -102,7 +103,7 @@ func (l *lock) release(now time.Time, req fencelock.ReleaseRequest) (res fencelo
 	}
 	l.holds = slices.Delete(l.holds, i, i+1)
 	if len(l.holds) == 0 {
-		l.owner, l.fence = "", 0
+		l.owner, l.fence, l.identity = "", 0, ""
 		return fencelock.ReleaseResult{Held: true}, true
 	}
 	return fencelock.ReleaseResult{Held: true, Remaining: len(l.holds)}, false
@@ -190,7 +191,7 @@ func (b *Backend) Delete(namespace, key string) bool {
 	l.prune(now)
 	held := len(l.holds) > 0
 	l.holds = nil
-	l.owner, l.fence = "", 0
+	l.owner, l.fence, l.identity = "", 0, ""
 	return held
 }
 

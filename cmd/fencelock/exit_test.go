@@ -16,9 +16,14 @@ func TestCouldNotRunIsExit2(t *testing.T) {
 	srv := servertest.Redis(t)
 	for _, args := range [][]string{
 		{"demo", "--redis", "127.0.0.1:1", "--scenario", "mutex", "--workers", "2"},
-		{"force-release", "--redis", "127.0.0.1:1", "--reason", "stuck", "k"},
-		{"force-release", "--redis", srv.Addr(), "--namespace", "a{b", "--reason", "stuck", "k"},
+		{"force-release", "--yes", "--redis", "127.0.0.1:1", "--reason", "stuck", "k"},
+		{"force-release", "--yes", "--redis", srv.Addr(), "--namespace", "a{b", "--reason", "stuck", "k"},
+		{"unlock", "--yes", "--redis", "127.0.0.1:1", "k"},
 		{"inspect", "--redis", "127.0.0.1:1", "k"},
+		{"inspect", "k", "--redis", "127.0.0.1:1"},
+		{"ls", "--redis", "127.0.0.1:1"},
+		{"ls", "--redis", srv.Addr(), "--namespace", "a{b"},
+		{"watch", "--redis", "127.0.0.1:1"},
 	} {
 		code, _, errOut := runCLI(args...)
 		msg := strings.TrimSpace(errOut)

@@ -23,9 +23,12 @@ import (
 const inspectUsage = `Usage: fencelock inspect [flags] KEY...
 
 Shows what Redis holds about each lock, in the order one troubleshoots a
-stuck or lost lock: is it held, by which owner, with which fence, for how
-much longer (the server's PTTL), the last fence minted, and how many
-processes wait for it. It changes nothing.
+stuck or lost lock: is it held, by which owner (and which process, when
+its Client gave an identity: fencelock.WithIdentity), with which fence,
+for how much longer (the server's PTTL), the last fence minted, and how
+many processes wait for it. It changes nothing. KEY is a lock's name
+("orders:42", in --namespace) or its full Redis key ("lock:{orders:42}:lock",
+as "fencelock ls" and redis-cli show it), and flags may follow it.
 
 Flags:
 `
@@ -44,7 +47,8 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, inspectUsage)
 		printFlags(stderr, fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	keys, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -55,8 +59,17 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, `Run "fencelock inspect -h" for usage.`)
 		return 2
 	}
-	if fs.NArg() == 0 {
+	if len(keys) == 0 {
 		return bad("no KEY given")
+	}
+	type lockName struct{ arg, namespace, name string }
+	var names []lockName
+	for _, arg := range keys {
+		ns, name, err := lockArg(arg, *namespace, flagSet(fs, "namespace"))
+		if err != nil {
+			return bad("%v", err)
+		}
+		names = append(names, lockName{arg, ns, name})
 	}
 	if *watch < 0 {
 		return bad("invalid --watch %v: must not be negative", *watch)
@@ -81,20 +94,20 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for {
-		for _, key := range fs.Args() {
+		for _, n := range names {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			info, err := backend.Inspect(rctx, *namespace, key)
+			info, err := backend.Inspect(rctx, n.namespace, n.name)
 			cancel()
 			if err != nil {
 				// A namespace or key the backend refuses, or Redis
 				// failing: either way no answer.
-				fmt.Fprintln(stderr, exitcode.Message("fencelock inspect", fmt.Errorf("%s: %w", key, err)))
+				fmt.Fprintln(stderr, exitcode.Message("fencelock inspect", fmt.Errorf("%s: %w", n.arg, err)))
 				return exitcode.CouldNotRun
 			}
 			if *asJSON {
-				printInfoJSON(stdout, key, info)
+				printInfoJSON(stdout, n.name, info)
 			} else {
-				printInfo(stdout, key, info)
+				printInfo(stdout, n.name, info)
 			}
 		}
 		if *watch == 0 {
@@ -148,6 +161,9 @@ func printInfo(w io.Writer, key string, info redisbackend.LockInfo) {
 	if info.Held {
 		fmt.Fprintf(w, "  state     held, %d hold(s), lease ends in %v (server PTTL)\n", info.Holds, info.TTL.Round(time.Millisecond))
 		fmt.Fprintf(w, "  owner     %s\n", info.Owner)
+		if info.Identity != "" {
+			fmt.Fprintf(w, "  identity  %s\n", info.Identity)
+		}
 		fmt.Fprintf(w, "  fence     %d\n", info.Fence)
 		for _, t := range info.Tokens {
 			fmt.Fprintf(w, "  hold      token %s, lease ends in %v\n", shorten(t), info.HoldLeases[t].Round(time.Millisecond))
@@ -172,6 +188,7 @@ func printInfoJSON(w io.Writer, key string, info redisbackend.LockInfo) {
 		LockKey      string   `json:"lock_key"`
 		Held         bool     `json:"held"`
 		Owner        string   `json:"owner,omitempty"`
+		Identity     string   `json:"identity,omitempty"`
 		Fence        int64    `json:"fence,omitempty"`
 		Holds        int      `json:"holds,omitempty"`
 		Tokens       []string `json:"tokens,omitempty"`
@@ -179,7 +196,7 @@ func printInfoJSON(w io.Writer, key string, info redisbackend.LockInfo) {
 		LastFence    int64    `json:"last_fence"`
 		CounterTTLMs int64    `json:"counter_ttl_ms"`
 		Waiters      int64    `json:"waiters"`
-	}{key, info.LockKey, info.Held, info.Owner, info.Fence, info.Holds, info.Tokens,
+	}{key, info.LockKey, info.Held, info.Owner, info.Identity, info.Fence, info.Holds, info.Tokens,
 		info.TTL.Milliseconds(), info.LastFence, info.CounterTTL.Milliseconds(), info.Waiters}
 	if info.CounterTTL < 0 {
 		out.CounterTTLMs = -1

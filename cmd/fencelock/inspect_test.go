@@ -49,9 +49,43 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("--json: exit %d, %s", code, out)
 	}
 
+	// The full Redis key names its namespace; flags may follow the key.
+	code, out, errOut = runCLI("inspect", "app:{job:nightly}:lock", "--json", "--redis", srv.Addr())
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !got.Held || got.Fence != lk.Fence() {
+		t.Fatalf("by full key, flags after it: exit %d, %s%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("inspect", "--namespace", "other", "app:{job:nightly}:lock", "--redis", srv.Addr()); code != 2 ||
+		!strings.Contains(errOut, `key "app:{job:nightly}:lock" is in namespace "app", not --namespace "other"`) {
+		t.Errorf("a full key and another --namespace: exit %d, %q", code, errOut)
+	}
+
 	lk.Release(ctx)
 	if _, out, _ := runCLI("inspect", "--redis", srv.Addr(), "--namespace", "app", "job:nightly"); !strings.Contains(out, "state     free") {
 		t.Fatalf("after release:\n%s", out)
+	}
+}
+
+// A holder's identity (fencelock.WithIdentity) is shown, and only when it
+// gave one.
+func TestInspectIdentity(t *testing.T) {
+	srv := servertest.Redis(t)
+	named := newLockClient(t, srv.Addr(), "lock", fencelock.WithIdentity("billing-7:4242"))
+	anon := newLockClient(t, srv.Addr(), "lock")
+	ctx := context.Background()
+	if _, err := named.TryAcquire(ctx, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.TryAcquire(ctx, "b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("inspect", "a", "b", "--redis", srv.Addr())
+	a, b, _ := strings.Cut(out, "lock:{b}:lock")
+	if code != 0 || !strings.Contains(a, "  identity  billing-7:4242\n") || strings.Contains(b, "identity") {
+		t.Errorf("exit %d:\n%s%s", code, out, errOut)
+	}
+	_, out, _ = runCLI("inspect", "--json", "--redis", srv.Addr(), "a", "b")
+	if lines := strings.Split(out, "\n"); !strings.Contains(lines[0], `"identity":"billing-7:4242"`) || strings.Contains(lines[1], "identity") {
+		t.Errorf("--json:\n%s", out)
 	}
 }
 

@@ -1,8 +1,11 @@
 // Command fencelock is fencelock's command-line tool.
 //
 //	fencelock demo [flags]          multi-process demo: mutex, expiry, renew, pause, crash, restart, fair, semaphore, rwlock, election, jobs, failover, cluster-failover
-//	fencelock inspect [flags] KEY   a lock's state in Redis: holder, fence, lease left, waiters
-//	fencelock force-release --reason TEXT KEY   free a stuck lock, logged
+//	fencelock ls [flags]            the locks held in a namespace: key, token, owner, identity, fence, ttl, holds, waiters
+//	fencelock inspect KEY [flags]   a lock's state in Redis: holder, fence, lease left, waiters
+//	fencelock unlock --yes KEY      free a stuck lock, logged (alias: force-release)
+//	fencelock watch [flags]         ls, live
+//	fencelock version               module, Go and commit versions
 //	fencelock dashboard [flags]     a live web page of a namespace's locks
 //
 // Run "fencelock help" for the list of commands and "fencelock demo -h" for
@@ -42,8 +45,12 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "demo", summary: "run worker processes against one lock: mutex, expiry, renew, pause, crash, restart, fair lock, primitives, failovers", run: runDemo},
+		{name: "ls", summary: "list the locks held in a namespace: holder token, identity, fence, ttl, waiters", run: runLs},
 		{name: "inspect", summary: "show a lock's state in Redis: holder, fence, lease left, waiters", run: runInspect},
-		{name: "force-release", summary: "free a lock whoever holds it, with a logged reason (operators)", run: runForceRelease},
+		{name: "unlock", summary: "free a lock whoever holds it (--yes), logged with who did it (operators)", run: runUnlock},
+		{name: "force-release", hidden: true, run: runForceRelease}, // unlock's former name
+		{name: "watch", summary: "list the locks held in a namespace, live, until interrupted", run: runWatch},
+		{name: "version", summary: "print the fencelock module's version, the Go version and the commit", run: runVersion},
 		{name: "dashboard", summary: "serve a live web page of a namespace's locks: holders, fences, TTLs, hand-offs", run: runDashboard},
 		{name: "demo-worker", hidden: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
 		{name: "help", summary: "show help for a command", run: runHelp},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -62,7 +63,15 @@ func SplitLockKey(redisKey string) (namespace, name string, ok bool) {
 // rdb, sorted. On a Cluster it scans every master (a plain SCAN would see
 // one node's keys only). A lock whose lease ended while the scan ran may
 // be in the list; Inspect then reports it free.
+//
+// A namespace with a brace is refused (an error matching
+// fencelock.ErrInvalidArgument), as redisbackend refuses it: no lock can
+// be in it, and an empty list would hide the mistake.
 func Names(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]string, error) {
+	if strings.ContainsAny(namespace, "{}") {
+		return nil, &fencelock.InvalidArgumentError{Name: "namespace", Value: namespace,
+			Reason: "must not contain '{' or '}' with the Redis backend (they delimit the Cluster hash tag)"}
+	}
 	pattern := Pattern(namespace)
 	var (
 		mu    sync.Mutex

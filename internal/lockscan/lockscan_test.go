@@ -2,6 +2,7 @@ package lockscan_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -70,6 +71,9 @@ func TestList(t *testing.T) {
 			got, err := lockscan.List(ctx, rdb, b, "app")
 			if err != nil {
 				t.Fatal(err)
+			}
+			if _, err := lockscan.List(ctx, rdb, b, "a{b"); !errors.Is(err, fencelock.ErrInvalidArgument) {
+				t.Errorf("List of namespace a{b: %v, want ErrInvalidArgument", err)
 			}
 			if len(got) != len(want) {
 				t.Fatalf("List found %d locks, want %d: %+v", len(got), len(want), got)

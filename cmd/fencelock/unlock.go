@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/exitcode"
+)
+
+const unlockUsage = `Usage: fencelock %[1]s --yes [flags] KEY
+
+Frees a lock whoever holds it, for operators: a holder that is stuck, or
+whose process is gone while its lease is long. KEY is the lock's name or
+its full Redis key, as "fencelock ls" shows them. Every live hold is
+released by its owner token (Client.ForceRelease), so nothing a new holder
+takes meanwhile is touched, and the fence counter is left alone: the next
+holder gets a larger fence, and the forced-out holder's writes are refused
+by the fencing check. That holder's *Lock is lost at its next renewal.
+
+It refuses to run without --yes. Who ran it (the OS user and host), when,
+why (--reason), and the holder's tokens, owner, identity and fence are
+logged to stderr as slog lines at WARN: one before anything is released,
+one with what was. Look first with "fencelock inspect KEY".
+"fencelock force-release" is another name for it.
+
+Flags:
+`
+
+// runUnlock implements "fencelock unlock".
+func runUnlock(args []string, stdout, stderr io.Writer) int {
+	return unlock("unlock", args, stdout, stderr)
+}
+
+// runForceRelease is "fencelock force-release", unlock's former name.
+func runForceRelease(args []string, stdout, stderr io.Writer) int {
+	return unlock("force-release", args, stdout, stderr)
+}
+
+func unlock(cmd string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fencelock "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
+		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Client's namespace (WithNamespace); a full Redis KEY names its own")
+		reason    = fs.String("reason", "", `why the lock is freed, for the log (default "fencelock unlock by USER@HOST")`)
+		yes       = fs.Bool("yes", false, "really free the lock (required)")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, unlockUsage, cmd)
+		printFlags(stderr, fs)
+	}
+	rest, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitcode.OK
+		}
+		return exitcode.CouldNotRun
+	}
+	if len(rest) != 1 {
+		return usageError(stderr, cmd, "want exactly one KEY, got %d", len(rest))
+	}
+	if flagSet(fs, "reason") && strings.TrimSpace(*reason) == "" {
+		return usageError(stderr, cmd, "--reason is blank: say why the lock is freed, or leave --reason out")
+	}
+	ns, name, err := lockArg(rest[0], *namespace, flagSet(fs, "namespace"))
+	if err != nil {
+		return usageError(stderr, cmd, "%v", err)
+	}
+	if !*yes {
+		fmt.Fprintf(stderr, "fencelock %s: refusing to free %q without --yes: its holder may still be working, and loses the lock (look first: fencelock inspect %s)\n", cmd, rest[0], rest[0])
+		return exitcode.CouldNotRun
+	}
+	who, host := operator()
+	if !flagSet(fs, "reason") {
+		*reason = fmt.Sprintf("fencelock %s by %s@%s", cmd, who, host)
+	}
+	conn, code := connect(stderr, cmd, *redisURL)
+	if conn == nil {
+		return code
+	}
+	defer conn.Close()
+	// Every line the Client logs (ForceRelease's WARN, before it releases
+	// anything) says who did it; slog adds the time.
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).
+		With("user", who, "host", host)
+	c := fencelock.New(conn.backend, fencelock.WithNamespace(ns), fencelock.WithLogger(logger))
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before, err := c.ForceRelease(ctx, name, *reason)
+	if err != nil {
+		// Redis failing, or a key or namespace refused: nothing released,
+		// or (ErrNotAcquired) not all of it.
+		fmt.Fprintln(stderr, exitcode.Message("fencelock "+cmd, err))
+		return exitcode.CouldNotRun
+	}
+	if !before.Held {
+		fmt.Fprintf(stdout, "%s: not held; nothing released\n", name)
+		return exitcode.OK
+	}
+	tokens := make([]string, 0, len(before.Holds))
+	for _, h := range before.Holds {
+		tokens = append(tokens, h.Token)
+	}
+	// The whole tokens, not ForceRelease's short ones: they are what the
+	// holder's own logs show (Lock.Token).
+	logger.Warn("fencelock "+cmd+": released", "key", name, "namespace", ns, "tokens", tokens,
+		"owner", before.Owner, "identity", before.Identity, "fence", before.Fence, "reason", *reason)
+	line := fmt.Sprintf("%s: released %d hold(s) of owner %s (fence %d)", name, len(before.Holds), before.Owner, before.Fence)
+	if before.Identity != "" {
+		line += ", held by " + before.Identity
+	}
+	fmt.Fprintln(stdout, line)
+	return exitcode.OK
+}
+
+// operator returns who runs the command: the OS user's login name and the
+// host name, "unknown" when the system does not say.
+func operator() (name, host string) {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	} else if name = os.Getenv("USER"); name == "" {
+		name = "unknown"
+	}
+	if host, _ = os.Hostname(); host == "" {
+		host = "unknown"
+	}
+	return name, host
+}

@@ -1,15 +1,160 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/dashboard"
 	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/redis/go-redis/v9"
 )
 
-// runDashboard implements "fencelock dashboard" (being written: issue 12's
-// live dashboard).
+const dashboardUsage = `Usage: fencelock dashboard [flags]
+
+Serves a web page of a namespace's locks, live: each held lock with its
+holder (its identity when the Client has WithIdentity, and its owner
+token), fence, lease left (counting down), holds and waiters; and the
+recent events: a lock taken, passed on (its fence changed), released
+(gone before its lease ran out) or expired (gone when its lease ran out:
+its holder lost it), with the time each was seen.
+
+The dashboard looks at Redis every --interval (a SCAN of the namespace's
+lock keys, on every master of a Cluster, and one round trip per lock), and
+at once when a release is published, and pushes each look to every open
+page (server-sent events). It changes nothing in Redis. While Redis does
+not answer, the page says "Redis unreachable" and the dashboard keeps
+trying. Ctrl-C stops it.
+
+It listens on loopback by default: the page shows lock names and holders
+to whoever can reach it, and has no login.
+
+Flags:
+`
+
+// runDashboard implements "fencelock dashboard".
 func runDashboard(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "fencelock dashboard: not implemented yet")
-	return exitcode.CouldNotRun
+	fs := flag.NewFlagSet("fencelock dashboard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
+		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Clients' namespace (WithNamespace)")
+		listen    = fs.String("listen", "127.0.0.1:8080", "address to serve the page on (host:port; port 0 picks a free one)")
+		interval  = fs.Duration("interval", dashboard.DefaultInterval, "time between two looks at Redis, 10ms to 1m")
+		maxLocks  = fs.Int("max-locks", dashboard.DefaultMaxLocks, "locks to inspect and show, the first by name, 1 to 10000 (the page says how many more there are)")
+	)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, dashboardUsage)
+		printFlags(stderr, fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "fencelock dashboard: "+format+"\n", a...)
+		fmt.Fprintln(stderr, `Run "fencelock dashboard -h" for usage.`)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	if *namespace == "" {
+		return bad(`invalid --namespace "": the dashboard needs a namespace (a Client's is never empty unless WithNamespace("") was given)`)
+	}
+	if *redisURL == "" {
+		*redisURL = os.Getenv("REDIS_URL")
+	}
+	rdb, err := redisClient(*redisURL)
+	if err != nil {
+		return bad("%v", err)
+	}
+	defer rdb.Close()
+	// go-redis logs every failed dial while Redis is down; the dashboard
+	// reports the outage once, and on the page.
+	redis.SetLogger(quietRedisLog{})
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	d, err := dashboard.New(rdb, dashboard.Options{Namespace: *namespace, Interval: *interval, MaxLocks: *maxLocks, Logger: logger})
+	if err != nil {
+		return bad("%v", err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(stderr, exitcode.Message("fencelock dashboard", fmt.Errorf("cannot listen on --listen %q: %w", *listen, err)))
+		return exitcode.CouldNotRun
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		fmt.Fprintf(stderr, "fencelock dashboard: warning: listening on %s, not loopback: whoever reaches it sees the lock names and holders (there is no login)\n", ln.Addr())
+	}
+	fmt.Fprintf(stdout, "fencelock dashboard: namespace %q on http://%s/ (Ctrl-C stops)\n", *namespace, pageHost(ln.Addr()))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// A Redis that does not answer yet is no reason not to start: the page
+	// says so, and the dashboard keeps trying.
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := rdb.Ping(pctx).Err(); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "fencelock dashboard: Redis does not answer yet (%v); the page says so until it does\n", err)
+	}
+	cancel()
+	if err := d.Serve(ctx, ln); err != nil {
+		fmt.Fprintln(stderr, exitcode.Message("fencelock dashboard", err))
+		return exitcode.CouldNotRun
+	}
+	return exitcode.OK
 }
+
+// pageHost is addr as a browser can open it: a wildcard address becomes
+// localhost.
+func pageHost(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return addr.String()
+	}
+	if tcp.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", fmt.Sprint(tcp.Port))
+	}
+	return tcp.String()
+}
+
+// redisClient makes a client of a URL, a host:port, or comma-separated
+// Cluster addresses, without connecting: unlike the one-shot commands'
+// dialRedis, the dashboard starts while Redis is down and waits for it.
+func redisClient(addr string) (redis.UniversalClient, error) {
+	switch {
+	case addr == "":
+		return redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true}), nil
+	case strings.Contains(addr, "://"):
+		opt, err := redis.ParseURL(addr)
+		if err != nil {
+			// url.Parse's errors quote the whole URL, password included.
+			var urlErr *url.Error
+			if errors.As(err, &urlErr) {
+				err = urlErr.Err
+			}
+			return nil, &badURLError{err}
+		}
+		opt.ContextTimeoutEnabled = true
+		return redis.NewClient(opt), nil
+	default:
+		return redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(addr, ","), ContextTimeoutEnabled: true}), nil
+	}
+}
+
+// quietRedisLog drops go-redis's log lines.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}

@@ -192,7 +192,25 @@ func analyze(res *Result, in analysisInput) {
 		res.Kills = append(res.Kills, kr)
 	}
 	if rs := in.restart; rs != nil {
-		rr := &RestartResult{At: nanos(rs.Killed - in.t0), Down: nanos(rs.Up - rs.Killed)}
+		rr := &RestartResult{At: nanos(rs.Killed - in.t0), Down: nanos(rs.Up - rs.Killed), What: rs.What, HolderFence: rs.HolderFence, HeldAfter: rs.HeldAfter}
+		if r := byFence[rs.HolderFence]; r != nil && rs.HolderFence != 0 {
+			// Kept: told of no loss, released normally, no other holder
+			// meanwhile (the sweep below judges that part).
+			// Kept: never told of a loss, and the lock still had it when
+			// the servers answered again, or its holder released it
+			// normally; the sweep below checks that no one else had it.
+			rr.Kept = !r.LostBeforeRelease && (rs.HeldAfter || (!r.LostAtEnd && r.Released && r.Outcome == outcomeCompleted))
+			if !rr.Kept {
+				switch {
+				case r.LostBeforeRelease:
+					rr.lostHow = "its holder was told during its hold: " + r.LostErr
+				case !r.Released:
+					rr.lostHow = "its release found it held by no majority"
+				default:
+					rr.lostHow = "iteration " + r.Outcome + " " + r.Err
+				}
+			}
+		}
 		for _, r := range acq {
 			if r.Acquired > 0 && r.Acquired < rs.Killed {
 				rr.FenceBefore = max(rr.FenceBefore, r.Fence)
@@ -216,7 +234,7 @@ func analyze(res *Result, in analysisInput) {
 			}
 		}
 	case "restart":
-		if rs := in.restart; rs != nil {
+		if rs := in.restart; rs != nil && !sc.RestartSafe {
 			for _, r := range recs {
 				switch {
 				case r.Acquired > 0 && r.Acquired < rs.Up && r.Exited > rs.Killed:
@@ -343,7 +361,7 @@ func analyze(res *Result, in analysisInput) {
 			held++
 			// The lease was renewed before the kill, so it runs out on the
 			// server within the lease (plus the 1ms poll).
-			if k.Free < 0 || k.Free > res.Lease+freeSlack {
+			if k.Free < 0 || k.Free > res.Lease+millis(sc.ExpirySlack)+freeSlack {
 				res.Reasons = append(res.Reasons, fmt.Sprintf("lock of killed worker %d free again after %v, not within the lease (%v)", k.Worker, showTakeover(k.Free), dur(res.Lease)))
 			}
 			if k.Takeover < 0 {
@@ -384,6 +402,28 @@ func analyze(res *Result, in analysisInput) {
 		}
 		if res.Completed+res.Interrupted != total {
 			res.Reasons = append(res.Reasons, fmt.Sprintf("%d completed + %d interrupted of %d iterations", res.Completed, res.Interrupted, total))
+		}
+		if sc.RestartSafe {
+			// Nothing is excused: no two holders across the restart. With
+			// KeepsLocks, the holder at the kill must keep its lock too.
+			res.Notes = append(res.Notes, fmt.Sprintf("restart: %s kill -9ed at %v, answering again %v later; fence %d before -> %d after",
+				rs.What, rs.At, rs.Down, rs.FenceBefore, rs.FenceAfter))
+			expectNone()
+			switch {
+			case rs.HolderFence == 0:
+				res.Notes = append(res.Notes, "restart: the holder left before the kill; no lock was held across it")
+			case !rs.Kept && sc.KeepsLocks:
+				res.Reasons = append(res.Reasons, fmt.Sprintf("the lock held across the restart (fence %d) was lost: %s", rs.HolderFence, rs.lostHow))
+			case !rs.Kept:
+				res.Notes = append(res.Notes, fmt.Sprintf("restart: the lock held across it (fence %d) was lost (%s), and no one else had it meanwhile: the killed servers were among the few that held it, so no majority could confirm it any more", rs.HolderFence, rs.lostHow))
+			default:
+				how := "its holder released it normally"
+				if rs.HeldAfter {
+					how = "the lock still carried its fence when the servers answered again"
+				}
+				res.Notes = append(res.Notes, fmt.Sprintf("restart: the lock held across it (fence %d) was kept: its holder was told of no loss, %s, and no one else had it meanwhile", rs.HolderFence, how))
+			}
+			break
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("restart: redis-server kill -9ed at %v, answering again %v later (empty); fence %d before -> %d after; %d iterations interrupted",
 			rs.At, rs.Down, rs.FenceBefore, rs.FenceAfter, res.Interrupted))

@@ -42,9 +42,12 @@ type killRec struct {
 
 // restartRec is the restart of redis-server.
 type restartRec struct {
-	Killed int64 // mono: kill -9 sent
-	Up     int64 // mono: the new server answers
-	Epoch  int64 // mono: the new epoch was set
+	What        string
+	HolderFence int64 // the fence of the worker inside at the kill; 0 if it had left
+	HeldAfter   bool  // the lock carried HolderFence once the servers answered again
+	Killed      int64 // mono: kill -9 sent
+	Up          int64 // mono: the new server answers
+	Epoch       int64 // mono: the new epoch was set
 }
 
 // controller does to the workers and the server what the scenario asks:
@@ -53,6 +56,7 @@ type restartRec struct {
 type controller struct {
 	r        *runner
 	sc       Scenario
+	ns       string // the scenario's namespace
 	keys     demoKeys
 	procs    []*proc
 	t0       int64
@@ -161,6 +165,12 @@ func (c *controller) othersWaiting(p *proc) bool {
 // stillInside reports whether h is still published as inside and the lock
 // still carries its fence.
 func (c *controller) stillInside(ctx context.Context, h holderValue) bool {
+	if c.r.store != nil {
+		// The lock is on another store: ask each in turn.
+		holder, _ := c.r.rdb.Get(ctx, c.keys.holder).Result()
+		fence, _ := c.r.lockFence(ctx, c.ns, c.keys)
+		return holder == h.String() && fence == strconv.FormatInt(h.Fence, 10)
+	}
 	pipe := c.r.rdb.Pipeline()
 	holder := pipe.Get(ctx, c.keys.holder)
 	fence := pipe.HGet(ctx, c.keys.lock, "fence")
@@ -243,7 +253,7 @@ func (c *controller) killOne(ctx context.Context) (bool, error) {
 	<-p.done
 	bctx := context.WithoutCancel(ctx)
 	// Dead now: if the lock still carries its fence, it died holding it.
-	fence, _ := c.r.rdb.HGet(bctx, c.keys.lock, "fence").Result()
+	fence, _ := c.r.lockFence(bctx, c.ns, c.keys)
 	held := fence == strconv.FormatInt(h.Fence, 10)
 	if _, _, err := pair(bctx, c.r.rdb, buryScript, []string{c.keys.inside, c.keys.holder}, h.String()); err != nil {
 		c.errorf("taking killed worker %d out of the counter: %v", p.id, err)
@@ -262,13 +272,35 @@ func (c *controller) killOne(ctx context.Context) (bool, error) {
 // restart kill -9s redis-server while a worker is inside, leaves it down a
 // moment, starts it again (empty: no persistence) and begins a new epoch.
 func (c *controller) restart(ctx context.Context) (bool, error) {
-	if _, _, err := c.nextHolder(ctx, 0); err != nil {
+	h, _, err := c.nextHolder(ctx, 0)
+	if err != nil {
 		return false, err
 	}
 	if !sleepCtx(ctx, c.sc.Hold/3) {
 		return false, ctx.Err()
 	}
-	rec := &restartRec{Killed: mono()}
+	rec := &restartRec{What: "redis-server"}
+	if c.stillInside(ctx, h) {
+		rec.HolderFence = h.Fence
+	}
+	rec.Killed = mono()
+	if c.r.store != nil {
+		// Another store: its own restart; the referee stays up, so there
+		// is no new epoch to begin.
+		what, err := c.r.store.Restart(ctx, c.sc.Lease)
+		if err != nil {
+			return false, fmt.Errorf("restarting the lock's servers: %w", err)
+		}
+		rec.What = what
+		rec.Up = mono()
+		rec.Epoch = rec.Up
+		rec.HeldAfter = c.heldAfter(ctx, rec.HolderFence)
+		c.r.progress.logf("%s: %s restarted after %v", c.sc.Name, what, time.Duration(rec.Up-rec.Killed).Round(time.Millisecond))
+		c.mu.Lock()
+		c.restartRec = rec
+		c.mu.Unlock()
+		return true, nil
+	}
 	if err := c.r.srv.Kill(); err != nil {
 		return false, fmt.Errorf("kill -9 redis-server: %w", err)
 	}
@@ -291,11 +323,31 @@ func (c *controller) restart(ctx context.Context) (bool, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	rec.Epoch = mono()
+	rec.HeldAfter = c.heldAfter(ctx, rec.HolderFence)
 	c.r.progress.logf("%s: redis-server restarted after %v", c.sc.Name, time.Duration(rec.Up-rec.Killed).Round(time.Millisecond))
 	c.mu.Lock()
 	c.restartRec = rec
 	c.mu.Unlock()
 	return true, nil
+}
+
+// heldAfter reports whether the lock, once the restarted servers answer,
+// still carries fence (the holder's at the kill): the restart kept it.
+func (c *controller) heldAfter(ctx context.Context, fence int64) bool {
+	if fence == 0 {
+		return false
+	}
+	want := strconv.FormatInt(fence, 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		v, err := c.r.lockFence(qctx, c.ns, c.keys)
+		cancel()
+		if err == nil || errors.Is(err, redis.Nil) || time.Now().After(deadline) {
+			return v == want
+		}
+		time.Sleep(20 * time.Millisecond) // not answering yet
+	}
 }
 
 // watchFree polls the lock every millisecond until it no longer carries
@@ -305,7 +357,7 @@ func (c *controller) watchFree(ctx context.Context, fence int64, until int64) in
 	want := strconv.FormatInt(fence, 10)
 	for mono() < until {
 		qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		v, err := c.r.rdb.HGet(qctx, c.keys.lock, "fence").Result()
+		v, err := c.r.lockFence(qctx, c.ns, c.keys)
 		cancel()
 		if (err == nil && v != want) || errors.Is(err, redis.Nil) {
 			return mono()

@@ -68,6 +68,12 @@ type Config struct {
 	// scenarios' Redis has no replicas: it does not apply to them.
 	ReplicaAck        int
 	ReplicaAckTimeout time.Duration
+
+	// Backend puts the lock on another store (nil: the demo's Redis). The
+	// scenarios that make no sense there are skipped with the reason, the
+	// others run as Backend.Adapt says. Workers must be able to find it by
+	// name: pass it to WorkerMain too (the built-in ones need not be).
+	Backend *Backend
 }
 
 // DefaultReplicaAckTimeout is Config.ReplicaAckTimeout's default.
@@ -79,8 +85,9 @@ const MaxReplicaAck = 2
 
 // Report is the outcome of Run.
 type Report struct {
-	Redis   string    `json:"redis"` // where the lock lived
-	Store   string    `json:"store"` // the --store asked for
+	Redis   string    `json:"redis"`             // the demo's own Redis: the lock's, or only the checks' with Backend
+	Backend string    `json:"backend,omitempty"` // Config.Backend's name and store, when the lock lived there
+	Store   string    `json:"store"`             // the --store asked for
 	Workers int       `json:"workers"`
 	Results []*Result `json:"scenarios"`
 	Elapsed Millis    `json:"elapsed_ms"`
@@ -102,11 +109,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New(r.secrets.scrub(err.Error()))
 	}
 	rep := &Report{Redis: r.redisDesc, Store: cfg.Store, Workers: cfg.Workers, Pass: true}
+	if r.store != nil {
+		rep.Backend = r.store.Describe()
+	}
 	for _, sc := range cfg.Scenarios {
 		if ctx.Err() != nil {
 			break
 		}
-		res := r.runScenario(ctx, sc)
+		var res *Result
+		if adapted, why := r.cfg.adapt(sc); why != "" {
+			res = newResult(sc, cfg.Workers, sc.Iterations)
+			res.Status, res.Reasons, res.Store = StatusSkip, []string{why}, "-"
+			r.progress.done(sc.Name, res)
+		} else {
+			res = r.runScenario(ctx, adapted)
+		}
 		rep.Results = append(rep.Results, res)
 		if res.Status == StatusFail {
 			rep.Pass = false
@@ -177,6 +194,7 @@ type runner struct {
 	runID     string
 	tmpDir    string // SQLite files
 	pg        *pgHandle
+	store     LockStore // Config.Backend's servers; nil on the demo's Redis
 	closers   []func()
 	secrets   secrets // the passwords of the URLs: never shown
 }
@@ -229,6 +247,16 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	r.tmpDir = dir
 	r.closers = append(r.closers, func() { os.RemoveAll(dir) })
+
+	if b := r.cfg.Backend; b != nil {
+		store, err := b.Start(ctx, r.progress.logf)
+		if err != nil {
+			return fmt.Errorf("starting the %s backend's servers: %w", b.Name, err)
+		}
+		r.store = store
+		r.closers = append(r.closers, func() { store.Close() })
+		r.progress.logf("the lock lives on %s; the checks stay on %s", store.Describe(), r.redisDesc)
+	}
 
 	if r.cfg.Store == StorePostgres {
 		pg, err := openPostgres(r.cfg.PostgresURL)

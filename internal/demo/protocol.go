@@ -1,6 +1,9 @@
 package demo
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // WorkerEnv names the environment variable through which the master hands a
 // worker process its configuration (JSON). A process started with it set
@@ -45,11 +48,15 @@ type workerConfig struct {
 // lockConfig says where a worker's lock lives. The zero value: on the
 // demo's Redis (RedisURL).
 type lockConfig struct {
-	Kind              string        `json:"kind,omitempty"`        // "", lockSentinel, lockCluster
+	Kind              string        `json:"kind,omitempty"`        // "", lockSentinel, lockCluster, backendLock
 	MasterName        string        `json:"master_name,omitempty"` // sentinel: the monitored master's name
 	Addrs             []string      `json:"addrs,omitempty"`       // sentinel: the sentinels; cluster: every node
 	ReplicaAck        int           `json:"replica_ack,omitempty"` // redisbackend.WithReplicaAck replicas; 0: off
 	ReplicaAckTimeout time.Duration `json:"replica_ack_timeout,omitempty"`
+
+	// backendLock: the Backend's name and its store's Config.
+	Backend string          `json:"backend,omitempty"`
+	Config  json.RawMessage `json:"config,omitempty"`
 }
 
 // Where a failover scenario's lock lives.

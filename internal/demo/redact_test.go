@@ -81,7 +81,7 @@ func TestRunRedisURLPassword(t *testing.T) {
 func TestWorkerRedisURLPassword(t *testing.T) {
 	for _, tc := range badRedisURLs {
 		var out bytes.Buffer
-		err := runWorker(context.Background(), workerConfig{RedisURL: tc.url}, strings.NewReader(""), &emitter{enc: json.NewEncoder(&out)})
+		err := runWorker(context.Background(), workerConfig{RedisURL: tc.url}, strings.NewReader(""), &emitter{enc: json.NewEncoder(&out)}, nil)
 		if err == nil {
 			t.Errorf("%s: the worker started", tc.url)
 			continue

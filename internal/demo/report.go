@@ -111,6 +111,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Failover != nil && r.Status != StatusSkip }) {
 		on += ` (failover scenarios: on the replicated Redis of "lock on"; the checks stay here)`
 	}
+	if rep.Backend != "" {
+		on = rep.Backend + " (the checks and the fenced store on " + rep.Redis + ")"
+	}
 	fmt.Fprintf(w, "fencelock demo: %d worker processes contend for one lock on %s\n\n", rep.Workers, on)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(label string, f func(r *Result) string) {
@@ -187,6 +190,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			return fmt.Sprintf("%d paused", len(r.Pauses))
 		case len(r.Kills) > 0:
 			return fmt.Sprintf("%d killed", len(r.Kills))
+		case r.Restart != nil && r.Restart.What != "" && r.Restart.What != "redis-server":
+			kept := "lock lost"
+			if r.Restart.Kept {
+				kept = "lock kept"
+			}
+			return "restart: " + r.Restart.What + ", " + kept
 		case r.Restart != nil:
 			return "redis restart"
 		case r.Failover != nil:

@@ -123,6 +123,18 @@ type RestartResult struct {
 	Down        Millis `json:"down_ms"`      // kill -9 -> the new server answered
 	FenceBefore int64  `json:"fence_before"` // the largest fence acquired before the kill
 	FenceAfter  int64  `json:"fence_after"`  // the smallest fence acquired after the restart
+
+	// What was restarted: "redis-server", or the Backend's words.
+	What string `json:"what"`
+	// HolderFence is the fence of the worker inside when the servers were
+	// killed (0: none seen). HeldAfter: the lock still carried it when
+	// they answered again. Kept: its holder was never told of a loss, and
+	// the lock was HeldAfter or released normally: the restart did not
+	// lose it.
+	HolderFence int64 `json:"holder_fence,omitempty"`
+	HeldAfter   bool  `json:"held_after"`
+	Kept        bool  `json:"kept"`
+	lostHow     string
 }
 
 // FailoverSummary is what a failover scenario showed.

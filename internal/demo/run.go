@@ -49,7 +49,7 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		r.progress.done(sc.Name, res)
 		return res
 	}
-	if sc.Restart && r.srv == nil {
+	if sc.Restart && r.srv == nil && r.store == nil {
 		return skip("needs the demo's private redis-server (it kill -9s and restarts it); not done to an external Redis")
 	}
 	failovers := r.failovers(sc)
@@ -120,6 +120,10 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		lockCfg.ReplicaAck, lockCfg.ReplicaAckTimeout = r.cfg.ReplicaAck, r.cfg.ReplicaAckTimeout
 	}
 
+	if r.store != nil {
+		lockCfg = lockConfig{Kind: backendLock, Backend: r.cfg.Backend.Name, Config: r.store.Config()}
+	}
+
 	// The workers.
 	timeout := scenarioTimeout(sc, r.cfg.Workers, iterations, r.pauses(sc), r.kills(sc), failovers)
 	msgs := make(chan message, 256)
@@ -163,7 +167,7 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	var finished atomicInt
 	finishedBy := make([]atomicInt, len(procs))
 	ctl := &controller{
-		r: r, sc: sc, keys: keys, procs: procs, t0: t0,
+		r: r, sc: sc, ns: ns, keys: keys, procs: procs, t0: t0,
 		finished: finished.Load, total: st.total,
 		left:   func(w int) bool { return finishedBy[w].Load() < iterations },
 		pauses: r.pauses(sc), kills: r.kills(sc),
@@ -281,15 +285,20 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	default:
 		in.storeToken = token
 	}
-	lockRDB := redis.UniversalClient(r.rdb)
-	if bed != nil {
-		lockRDB = bed.client()
-		defer lockRDB.Close()
-	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	n, lerr := lockRDB.Exists(lctx, keys.lock).Result()
+	if r.store != nil {
+		f, ferr := r.store.Fence(lctx, ns, lockKey)
+		in.lockLeft = ferr == nil && f != 0
+	} else {
+		lockRDB := redis.UniversalClient(r.rdb)
+		if bed != nil {
+			lockRDB = bed.client()
+			defer lockRDB.Close()
+		}
+		n, lerr := lockRDB.Exists(lctx, keys.lock).Result()
+		in.lockLeft = lerr == nil && n > 0
+	}
 	cancel()
-	in.lockLeft = lerr == nil && n > 0
 	analyze(res, in)
 	res.Elapsed = millis(time.Since(started))
 	r.progress.done(sc.Name, res)

@@ -28,6 +28,19 @@ type Scenario struct {
 	Kills   int  // holders the master kill -9s mid-hold
 	Restart bool // the master kill -9s and restarts redis-server mid-run
 
+	// RestartSafe: the restart must not let two hold the lock (a Backend
+	// that restarts only a minority of its servers, or whose store
+	// persists): no overlap is excused, as on one Redis restarted empty.
+	// KeepsLocks: besides, the holder at the restart must keep its lock
+	// (etcd: it persists every lock on a majority).
+	RestartSafe, KeepsLocks bool
+
+	// ExpirySlack is how long after its ttl the store may still hold an
+	// expired lease (etcd revokes expired leases in a loop, every 500 ms):
+	// added to the bounds on a takeover and on a killed holder's lock
+	// becoming free.
+	ExpirySlack time.Duration
+
 	// SQLStore: the fenced store must not live in the Redis being restarted.
 	SQLStore bool
 
@@ -57,8 +70,11 @@ func (s Scenario) PauseFor() time.Duration { return 2 * s.Lease }
 
 // TakeoverBound is how soon, after a holder was paused or killed, another
 // worker must have the lock: the lease (which ran out on the server at most
-// that long after the last renewal) plus 100 ms for the waiter to notice.
-func (s Scenario) TakeoverBound() time.Duration { return s.Lease + 100*time.Millisecond }
+// that long after the last renewal, or ExpirySlack later) plus 100 ms for
+// the waiter to notice.
+func (s Scenario) TakeoverBound() time.Duration {
+	return s.Lease + s.ExpirySlack + 100*time.Millisecond
+}
 
 // Scenarios lists every scenario in the order "all" runs them.
 var Scenarios = []Scenario{

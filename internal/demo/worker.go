@@ -28,7 +28,10 @@ import (
 // iterations, reporting each on stdout as a JSON line, and returns the
 // process's exit code. It stops early when stdin closes (the master is gone)
 // or on SIGINT/SIGTERM.
-func WorkerMain() int {
+//
+// backends are the Backends beyond the built-in ones that a master may
+// have put the lock on (Config.Backend).
+func WorkerMain(backends ...*Backend) int {
 	raw := os.Getenv(WorkerEnv)
 	if raw == "" {
 		fmt.Fprintln(os.Stderr, "fencelock demo-worker: not meant to be run by hand: \"fencelock demo\" starts it (with $"+WorkerEnv+" set)")
@@ -45,7 +48,7 @@ func WorkerMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out := &emitter{enc: json.NewEncoder(os.Stdout)}
-	if err := runWorker(ctx, cfg, os.Stdin, out); err != nil {
+	if err := runWorker(ctx, cfg, os.Stdin, out, backends); err != nil {
 		out.emit(event{Ev: "fatal", Err: err.Error()})
 		fmt.Fprintf(os.Stderr, "fencelock demo-worker %d: %v\n", cfg.ID, err)
 		return 1
@@ -85,7 +88,7 @@ type worker struct {
 	quiet bool // report whole iterations only, no steps: they are thousands of short ones
 }
 
-func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emitter) error {
+func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emitter, backends []*Backend) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -110,8 +113,20 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 	// group or a Cluster, through a go-redis client with its default
 	// options, as an application would have it.
 	var lockRDB redis.UniversalClient = rdb
+	var lockBackend fencelock.Backend // a Backend's, for backendLock
 	switch cfg.Lock.Kind {
 	case "":
+	case backendLock:
+		b := lookupBackend(cfg.Lock.Backend, backends)
+		if b == nil {
+			return fmt.Errorf("unknown backend %q (this program cannot reach it)", cfg.Lock.Backend)
+		}
+		lb, closeFn, err := b.NewWorker(cfg.Lock.Config)
+		if err != nil {
+			return fmt.Errorf("%s backend: %w", b.Name, err)
+		}
+		defer closeFn()
+		lockBackend = lb
 	case lockSentinel:
 		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: cfg.Lock.MasterName, SentinelAddrs: cfg.Lock.Addrs})
 		defer c.Close()
@@ -133,7 +148,10 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 		// waiters stand in the line (whose permits are held) on the server.
 		copts = append(copts, fencelock.WithTokenGenerator(fairTokens(cfg.ID)))
 	}
-	locks := fencelock.New(redisbackend.New(lockRDB, bopts...), copts...)
+	if lockBackend == nil {
+		lockBackend = redisbackend.New(lockRDB, bopts...)
+	}
+	locks := fencelock.New(lockBackend, copts...)
 	defer locks.Close()
 
 	store, err := openStore(ctx, cfg.Store, rdb, false)

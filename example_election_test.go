@@ -3,6 +3,7 @@ package fencelock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -14,7 +15,9 @@ import (
 // until its leadership ends, writes with its term, and resigns on shutdown,
 // which wakes the next candidate at once.
 func ExampleClient_Campaign() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
@@ -31,19 +34,23 @@ func ExampleClient_Campaign() {
 	leader, err := locks.Leader(ctx, "scheduler")
 	fmt.Println("leader:", leader.ID, err)
 
-	workCtx, cancel := leadership.Context(ctx) // cancelled if leadership is lost
-	_ = workCtx
+	// The leader's work runs on a context cancelled if leadership is lost.
+	workCtx, cancel := leadership.Context(ctx)
+	fmt.Println("working:", workCtx.Err() == nil)
 	cancel()
 	fmt.Println("resign:", leadership.Resign(ctx))
 	// Output:
 	// leading, term > 0: true
 	// leader: host-1:4242 <nil>
+	// working: true
 	// resign: <nil>
 }
 
 // Observe yields the current leader, then every change.
 func ExampleClient_Observe() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
@@ -57,7 +64,9 @@ func ExampleClient_Observe() {
 	}
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		first.Resign(ctx)
+		if err := first.Resign(ctx); err != nil {
+			fmt.Println(err)
+		}
 	}()
 	for leader, err := range locks.Observe(ctx, "indexer") {
 		if err != nil {

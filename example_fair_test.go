@@ -3,6 +3,7 @@ package fencelock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -13,7 +14,9 @@ import (
 // Waiters in line: with WithFairness the lock goes round in the order the
 // waiters first found it held, whichever process they are in.
 func ExampleWithFairness() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
@@ -33,7 +36,9 @@ func ExampleWithFairness() {
 				return
 			}
 			done <- name
-			lk.Release(ctx)
+			if err := lk.Release(ctx); err != nil {
+				fmt.Println(err)
+			}
 		}()
 		// Let this one join the line (the sorted set lock:{printer}:queue)
 		// before the next one comes.
@@ -41,7 +46,9 @@ func ExampleWithFairness() {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	first.Release(ctx)
+	if err := first.Release(ctx); err != nil {
+		fmt.Println(err)
+	}
 	for range 3 {
 		fmt.Println(<-done)
 	}

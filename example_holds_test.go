@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -14,11 +15,19 @@ import (
 // At most two exports run at a time, across every instance: each holds a
 // permit, and a third caller is refused (or, with Acquire, waits).
 func ExampleClient_Semaphore() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
+
+	release := func(lk *fencelock.Lock) {
+		if err := lk.Release(ctx); err != nil {
+			fmt.Println(err)
+		}
+	}
 
 	exports := locks.Semaphore("exports", 2)
 	first, err := exports.TryAcquire(ctx, time.Minute)
@@ -36,15 +45,15 @@ func ExampleClient_Semaphore() {
 	if _, err := exports.TryAcquire(ctx, time.Minute); errors.Is(err, fencelock.ErrNotAcquired) {
 		fmt.Println("a third export is refused")
 	}
-	first.Release(ctx)
+	release(first)
 	third, err := exports.Acquire(ctx, time.Minute, fencelock.WithWait(5*time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println("after a release, the third export runs")
-	second.Release(ctx)
-	third.Release(ctx)
+	release(second)
+	release(third)
 	// Output:
 	// two exports running; fences increase: true
 	// a third export is refused
@@ -54,15 +63,31 @@ func ExampleClient_Semaphore() {
 // Readers share a document; a writer waits for them, and while it waits,
 // new readers wait for it.
 func ExampleClient_RWLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 
+	release := func(lk *fencelock.Lock) {
+		if err := lk.Release(ctx); err != nil {
+			fmt.Println(err)
+		}
+	}
+
 	doc := locks.RWLock("doc:7")
-	r1, _ := doc.AcquireRead(ctx, 30*time.Second)
-	r2, _ := doc.AcquireRead(ctx, 30*time.Second)
+	r1, err := doc.AcquireRead(ctx, 30*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r2, err := doc.AcquireRead(ctx, 30*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("two readers hold the document")
 
 	written := make(chan int64)
@@ -74,7 +99,7 @@ func ExampleClient_RWLock() {
 			return
 		}
 		written <- w.Fence()
-		w.Release(ctx)
+		release(w)
 	}()
 	// Once the writer has asked (its intent is on the server), new
 	// readers wait for it.
@@ -88,11 +113,11 @@ func ExampleClient_RWLock() {
 			fmt.Println(err)
 			return
 		}
-		r.Release(ctx) // the writer has not asked yet
+		release(r) // the writer has not asked yet
 		time.Sleep(10 * time.Millisecond)
 	}
-	r1.Release(ctx)
-	r2.Release(ctx)
+	release(r1)
+	release(r2)
 	fence := <-written
 	fmt.Println("the writer ran after the readers; its fence is larger:", fence > r2.Fence())
 	// Output:

@@ -2,7 +2,9 @@ package fencelock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -13,7 +15,9 @@ import (
 // Hooks see every acquire, wait, release, renewal and loss: here they print
 // them; the fencelockprom module turns them into Prometheus metrics.
 func ExampleWithHooks() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	hooks := fencelock.Hooks{
 		AcquireDone: func(ctx context.Context, e fencelock.AcquireEvent) {
@@ -35,8 +39,12 @@ func ExampleWithHooks() {
 		fmt.Println(err)
 		return
 	}
-	locks.TryAcquire(ctx, "invoice:8", time.Minute) // held: not acquired
-	locks.TryAcquire(ctx, "invoice:8", 0)           // a bad ttl: invalid, no attempt
+	if _, err := locks.TryAcquire(ctx, "invoice:8", time.Minute); !errors.Is(err, fencelock.ErrNotAcquired) {
+		fmt.Println("held, yet:", err)
+	}
+	if _, err := locks.TryAcquire(ctx, "invoice:8", 0); !errors.Is(err, fencelock.ErrInvalidArgument) {
+		fmt.Println("a ttl of 0, yet:", err) // invalid: no attempt is made
+	}
 	if err := lk.Release(ctx); err != nil {
 		fmt.Println(err)
 	}

@@ -3,6 +3,7 @@ package fencelock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -13,7 +14,9 @@ import (
 // Every instance's scheduler calls RunJob for each tick; one runs it. Here
 // two instances fire for the same tick of a job run every minute.
 func ExampleClient_RunJob() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 	job := fencelock.Job{

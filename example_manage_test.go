@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -15,7 +16,9 @@ import (
 // context is cancelled and the lock is released for the others, however
 // often it was renewed.
 func ExampleWithMaxHold() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
@@ -35,7 +38,9 @@ func ExampleWithMaxHold() {
 // A lock taken in one request and released in another, which has only the
 // key and the owner token.
 func ExampleClient_ReleaseToken() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
@@ -63,7 +68,9 @@ func ExampleClient_ReleaseToken() {
 // An operator looks at a lock that seems stuck, then frees it. The reason
 // is logged at Warn level; the next holder still gets a larger fence.
 func ExampleClient_ForceRelease() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
@@ -91,8 +98,10 @@ func ExampleClient_ForceRelease() {
 		fmt.Println(err)
 		return
 	}
-	defer next.Release(ctx)
 	fmt.Println("taken again, larger fence:", next.Fence() > stuck.Fence())
+	if err := next.Release(ctx); err != nil {
+		fmt.Println(err)
+	}
 	// Output:
 	// held: true holds: 1 owner is the token: true
 	// taken again, larger fence: true

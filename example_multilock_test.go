@@ -3,6 +3,7 @@ package fencelock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -14,7 +15,9 @@ import (
 // in a fixed order (no deadlock with a transfer the other way), runs the
 // function while holding both, and releases both.
 func ExampleClient_DoAll() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()

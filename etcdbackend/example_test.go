@@ -1,9 +1,12 @@
 package etcdbackend_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -13,7 +16,10 @@ import (
 
 // Locks on a 3-member etcd cluster: the Client is the same as on Redis.
 func Example() {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints, DialTimeout: 5 * time.Second})
+	// ETCD_ENDPOINTS lists your etcd members, comma-separated; empty
+	// means localhost:2379.
+	endpoints := strings.Split(cmp.Or(os.Getenv("ETCD_ENDPOINTS"), "localhost:2379"), ",")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -40,7 +46,10 @@ func Example() {
 // A ttl below etcd's minimum lease (or not a whole number of seconds) is
 // rounded up: the lock's local deadline counts from the lease etcd granted.
 func Example_ttlRounding() {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints, DialTimeout: 5 * time.Second})
+	// ETCD_ENDPOINTS lists your etcd members, comma-separated; empty
+	// means localhost:2379.
+	endpoints := strings.Split(cmp.Or(os.Getenv("ETCD_ENDPOINTS"), "localhost:2379"), ",")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,10 +65,12 @@ func Example_ttlRounding() {
 		fmt.Println(err)
 		return
 	}
-	defer lk.Release(ctx)
 	// The test cluster's minimum lease is 2 s; the local deadline is that,
 	// less the 10% safety margin.
 	fmt.Println("deadline after more than 1.5s:", lk.Deadline().Sub(start) > 1500*time.Millisecond)
+	if err := lk.Release(ctx); err != nil {
+		fmt.Println(err)
+	}
 	// Output:
 	// deadline after more than 1.5s: true
 }

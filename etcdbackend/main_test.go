@@ -3,6 +3,7 @@ package etcdbackend_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,9 +17,6 @@ import (
 // and for the examples (which cannot start servers of their own).
 var sharedCluster *etcdserver.Cluster
 
-// exampleEndpoints are the shared cluster's endpoints, for the examples.
-var exampleEndpoints []string
-
 func TestMain(m *testing.M) {
 	c, err := etcdserver.Start(3, etcdserver.Options{})
 	if err != nil {
@@ -27,7 +25,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "etcdbackend tests: starting a 3-member etcd cluster: %v\n", err)
 		os.Exit(1)
 	}
-	sharedCluster, exampleEndpoints = c, c.Endpoints()
+	sharedCluster = c
+	// The examples read the endpoints from the environment, as a user's
+	// program would.
+	if err := os.Setenv("ETCD_ENDPOINTS", strings.Join(c.Endpoints(), ",")); err != nil {
+		fmt.Fprintf(os.Stderr, "etcdbackend tests: %v\n", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	c.Close()
 	os.Exit(leakcheck.Verify(code))

@@ -17,14 +17,28 @@ import (
 // passed to a newer holder (token 8 after 9) is refused, and its
 // transaction writes nothing.
 func ExampleTable_Claim() {
-	dir, _ := os.MkdirTemp("", "fence-example")
+	dir, err := os.MkdirTemp("", "fence-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer os.RemoveAll(dir)
-	db, _ := sql.Open("sqlite", filepath.Join(dir, "shop.db"))
+	db, err := sql.Open("sqlite", filepath.Join(dir, "shop.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer db.Close()
 	ctx := context.Background()
-	db.ExecContext(ctx, `CREATE TABLE products (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL,
-		fence INTEGER NOT NULL DEFAULT 0)`)
-	db.ExecContext(ctx, `INSERT INTO products (id, stock) VALUES (7, 100)`)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE products (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL,
+		fence INTEGER NOT NULL DEFAULT 0)`); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO products (id, stock) VALUES (7, 100)`); err != nil {
+		fmt.Println(err)
+		return
+	}
 	products, err := fence.NewTable(fence.SQLite, "products", "fence", "id")
 	if err != nil {
 		fmt.Println(err)
@@ -51,7 +65,10 @@ func ExampleTable_Claim() {
 	fmt.Println("token 8 refused:", errors.Is(err, fence.ErrStale))
 	fmt.Println(err)
 	var stock int
-	db.QueryRowContext(ctx, `SELECT stock FROM products WHERE id = 7`).Scan(&stock)
+	if err := db.QueryRowContext(ctx, `SELECT stock FROM products WHERE id = 7`).Scan(&stock); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("stock:", stock)
 	// Output:
 	// token 9: <nil>

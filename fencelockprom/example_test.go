@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 // Register the metrics, pass their hooks to the Client, and serve them as
 // usual (here they are printed instead).
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	reg := prometheus.NewRegistry() // or prometheus.DefaultRegisterer
@@ -33,15 +36,17 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer lk.Release(ctx)
 	if _, err := locks.TryAcquire(ctx, "report:daily", time.Minute); errors.Is(err, fencelock.ErrNotAcquired) {
 		fmt.Println("another instance has the report")
 	}
 
-	families, err := reg.Gather()
+	families, err := reg.Gather() // while the lock is held
 	if err != nil {
 		fmt.Println(err)
 		return
+	}
+	if err := lk.Release(ctx); err != nil {
+		fmt.Println(err)
 	}
 	for _, f := range families {
 		for _, m := range f.GetMetric() {

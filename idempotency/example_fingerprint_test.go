@@ -20,7 +20,9 @@ import (
 // response; sent with another payload, it is refused instead of answered
 // with a response to a different request. Old records are purged.
 func ExampleWithFingerprint() {
-	rdb := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	// One fence counter per request number: let idle ones expire.
 	locks := fencelock.New(redisbackend.New(rdb, redisbackend.WithFenceCounterExpiry(24*time.Hour)))

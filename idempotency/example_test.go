@@ -9,33 +9,49 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/idempotency"
-	"github.com/fencelock/fencelock/internal/redisserver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite"
 )
 
 // An order request submitted twice runs once; the second submission gets the
 // first response back.
 func ExampleGuard_Do() {
-	srv, err := redisserver.Start(redisserver.Options{}) // your Redis
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	// REDIS_ADDR is your Redis's host:port; empty means go-redis's
+	// default, localhost:6379.
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locks := fencelock.New(redisbackend.New(rdb))
 	defer locks.Close()
 
-	dir, _ := os.MkdirTemp("", "idempotency-example")
+	// The orders and the idempotency records in one SQLite database (a
+	// file in a temporary directory here; PostgreSQL works the same).
+	dir, err := os.MkdirTemp("", "idempotency-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer os.RemoveAll(dir)
-	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "orders.db")+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "orders.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer db.Close()
 	ctx := context.Background()
-	db.ExecContext(ctx, `CREATE TABLE orders (request_no TEXT PRIMARY KEY, item TEXT)`)
-	store, _ := idempotency.NewStore(db, idempotency.SQLite, "idempotency_records")
-	store.Migrate(ctx)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (request_no TEXT PRIMARY KEY, item TEXT)`); err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := idempotency.NewStore(db, idempotency.SQLite, "idempotency_records")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := store.Migrate(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
 	guard := idempotency.New(locks, store)
 
 	createOrder := func(ctx context.Context, tx *sql.Tx) ([]byte, error) {

@@ -1,15 +1,14 @@
 package idempotency_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/servertest"
 )
 
-// exampleAddr is the address of the redis-server the examples use (tests
-// start their own).
-var exampleAddr string
-
 func TestMain(m *testing.M) {
-	servertest.Main(m, func(addr string) { exampleAddr = addr })
+	// The examples find their redis-server as a user's program would, in
+	// the environment (tests start their own).
+	servertest.Main(m, func(addr string) { os.Setenv("REDIS_ADDR", addr) })
 }

@@ -12,7 +12,7 @@ import (
 // stress-ng --cpu 2) a failover took 1.5-3.6 s, a Sentinel rejoin 3-4 s and
 // a Cluster rejoin under 0.1 s.
 const (
-	failoverBound = 20 * time.Second
+	failoverBound = 60 * time.Second
 	rejoinBound   = 30 * time.Second
 )
 

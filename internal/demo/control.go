@@ -69,6 +69,8 @@ type controller struct {
 	bed       testBed // failover scenarios: the lock's replicated Redis
 	failovers int
 
+	restartTries int // restart: holders that left before the kill
+
 	mu           sync.Mutex
 	pauseRecs    []pauseRec
 	killRecs     []killRec
@@ -282,6 +284,10 @@ func (c *controller) restart(ctx context.Context) (bool, error) {
 	rec := &restartRec{What: "redis-server"}
 	if c.stillInside(ctx, h) {
 		rec.HolderFence = h.Fence
+	} else if c.restartTries++; c.restartTries < 5 {
+		// The holder left already: wait for the next, so that a lock is
+		// held across the restart (but do not wait for ever).
+		return false, nil
 	}
 	rec.Killed = mono()
 	if c.r.store != nil {

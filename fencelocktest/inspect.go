@@ -19,6 +19,7 @@ func init() {
 		{"InspectHeldLock", inspectHeldLock},
 		{"InspectLeavesOutLapsedHolds", inspectLeavesOutLapsedHolds},
 		{"InspectChangesNothing", inspectChangesNothing},
+		{"InspectIdentity", inspectIdentity},
 	}...)
 }
 
@@ -116,4 +117,37 @@ func inspectChangesNothing(ctx context.Context, s *suite) {
 	if info := s.inspect(ctx, in, "k"); info.Held {
 		s.t.Fatalf("after the lease: %+v, want free", info)
 	}
+}
+
+// AcquireRequest.Identity is optional to record, but a backend that
+// records it returns the identity of the acquisition that took the lock
+// (a re-entry with another keeps it), none for a lock taken without one,
+// and none once the lock is free again.
+func inspectIdentity(ctx context.Context, s *suite) {
+	in := s.inspector()
+	acquire := func(key, token, identity string) {
+		s.t.Helper()
+		res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref(key, token), Owner: "owner", TTL: 10 * time.Second, Identity: identity})
+		if err != nil || !res.Acquired {
+			s.t.Fatalf("Acquire(%s, token %s, identity %q): %+v, %v", key, token, identity, res, err)
+		}
+	}
+	acquire("k", "a", "host-1:42")
+	acquire("k", "b", "host-2:7") // re-entry by the same owner
+	info := s.inspect(ctx, in, "k")
+	if info.Identity == "" {
+		s.t.Logf("%T does not record AcquireRequest.Identity (allowed)", s.b)
+	} else if info.Identity != "host-1:42" {
+		s.t.Fatalf("Identity %q, want the first acquisition's, host-1:42", info.Identity)
+	}
+	s.release(ctx, "k", "a")
+	s.release(ctx, "k", "b")
+	if info := s.inspect(ctx, in, "k"); info.Identity != "" {
+		s.t.Fatalf("a free lock: Identity %q, want none", info.Identity)
+	}
+	acquire("k", "c", "")
+	if info := s.inspect(ctx, in, "k"); info.Identity != "" {
+		s.t.Fatalf("a lock taken without identity: Identity %q, want none", info.Identity)
+	}
+	s.release(ctx, "k", "c")
 }

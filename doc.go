@@ -23,7 +23,9 @@
 // scheduled job once per tick across instances (job.go); Campaign, Observe
 // and Leader elect one leader whose fence is its term (election.go);
 // Inspect, ReleaseToken and ForceRelease manage a lock by its key, without
-// the *Lock (manage.go).
+// the *Lock (manage.go); WithIdentity stores who holds each lock (host:pid,
+// DefaultIdentity) for Inspect and the fencelock command's ls and inspect
+// (identity.go).
 //
 // Beside the lock, with holds of their own that are *Lock values too
 // (fenced, renewed by the same lease keeper, lost with ErrLost): Semaphore

@@ -98,7 +98,9 @@ func (c *Client) noteFence(fence int64) {
 // nil and the result (not acquired), or an error: the backend's, or
 // errReplyTooLate. tombstone marks a Lock whose acquisition may have a late
 // copy on the way (an earlier attempt's reply was lost).
-func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireConfig, tombstone bool) (*Lock, AcquireResult, error) {
+//
+// seq numbers the attempts of one waiter (for FairGranter).
+func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireConfig, tombstone bool, seq int64) (*Lock, AcquireResult, error) {
 	req.FenceFloor = c.maxFence.Load()
 	sent := now()
 	deadline := c.leaseEnd(sent, req.TTL)
@@ -109,7 +111,7 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	case cfg.prim != nil:
 		res, err = cfg.prim.acquire(actx, req, cfg.waitSet && cfg.wait == 0)
 	case cfg.fair:
-		res, err = c.fairAttempt(actx, req, cfg.waitSet && cfg.wait == 0)
+		res, err = c.fairAttempt(actx, req, cfg.waitSet && cfg.wait == 0, seq)
 	default:
 		res, err = c.backend.Acquire(actx, req)
 	}
@@ -131,8 +133,16 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	case !time.Now().Before(c.grantedEnd(sent, req.TTL, res.Validity)):
 		// Granted, but the reply came too late to use the lease.
 		return nil, AcquireResult{}, tooLate()
-	case res.Fence <= 0:
-		return nil, AcquireResult{}, fmt.Errorf("backend returned fence %d, not positive", res.Fence)
+	}
+	lk, err := c.hold(req, cfg, res, sent, tombstone)
+	return lk, res, err
+}
+
+// hold makes the Lock for an acquisition with result res, whose lease the
+// store counts from no earlier than sent, and hands it to the lease keeper.
+func (c *Client) hold(req AcquireRequest, cfg acquireConfig, res AcquireResult, sent time.Time, tombstone bool) (*Lock, error) {
+	if res.Fence <= 0 {
+		return nil, fmt.Errorf("backend returned fence %d, not positive", res.Fence)
 	}
 	c.noteFence(res.Fence)
 	lk := newLock(c, req, res, cfg.autoRenew, sent, tombstone)
@@ -144,9 +154,9 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	if err := c.leases.add(lk); err != nil {
 		// Close began releasing while the request was in flight.
 		lk.end(fmt.Errorf("%w: %w", ErrReleased, ErrClosed))
-		return nil, res, err
+		return nil, err
 	}
 	c.log.Debug("fencelock: acquired", "key", req.Key, "fence", res.Fence,
 		"token", shortToken(req.Token), "holds", res.Holds, "ttl", req.TTL)
-	return lk, res, nil
+	return lk, nil
 }

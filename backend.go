@@ -95,11 +95,30 @@ type Watch struct {
 	C <-chan struct{}
 	// stop unregisters the watch; set by the notifier.
 	stop func()
+	// takeGrant returns and forgets a grant announced to the watching
+	// waiter (FairGranter); nil for a watch that never carries grants.
+	takeGrant func() (Grant, bool)
 }
 
 // NewWatch is for ReleaseNotifier implementations: it makes a Watch that
 // delivers on c and calls stop (once) when the watch is stopped.
 func NewWatch(c <-chan struct{}, stop func()) *Watch { return &Watch{C: c, stop: stop} }
+
+// NewGrantWatch is NewWatch for a FairGranter's WatchTurn: take returns,
+// and forgets, the grant announced to the waiter since the last call (a
+// value is also sent on c when one is announced).
+func NewGrantWatch(c <-chan struct{}, stop func(), take func() (Grant, bool)) *Watch {
+	return &Watch{C: c, stop: stop, takeGrant: take}
+}
+
+// TakeGrant returns, and forgets, the grant a release made to the watching
+// fair waiter (see FairGranter); ok is false when there is none.
+func (w *Watch) TakeGrant() (g Grant, ok bool) {
+	if w == nil || w.takeGrant == nil {
+		return Grant{}, false
+	}
+	return w.takeGrant()
+}
 
 // Stop unregisters the watch. It is safe to call more than once.
 func (w *Watch) Stop() {

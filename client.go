@@ -17,6 +17,7 @@ type Client struct {
 	backend  Backend
 	notifier ReleaseNotifier // nil when the backend has no release notifications
 	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
+	granter  FairGranter     // nil when its releases do not hand the lock to fair waiters
 	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
 	cfg      clientConfig
 	log      *slog.Logger
@@ -54,6 +55,7 @@ func New(b Backend, opts ...Option) *Client {
 	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks)}
 	c.notifier, _ = b.(ReleaseNotifier)
 	c.fair, _ = b.(FairBackend)
+	c.granter, _ = b.(FairGranter)
 	c.prims = newPrimitives(b)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.idle = sync.NewCond(&c.ops.mu)

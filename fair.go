@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -35,6 +36,43 @@ type FairBackend interface {
 	WatchTurn(ctx context.Context, namespace, key, token string) (*Watch, error)
 }
 
+// FairGranter is implemented by fair backends whose release hands the free
+// lock straight to the first waiter in line, instead of waking it to take
+// the lock itself: the hand-off then costs the waiter no round trip. The
+// Redis backend implements it (except with replica acknowledgement).
+//
+// A waiter accepts grants by making its attempts with AcquireFairGrant. When
+// a release frees the lock while that waiter is first in line with a live
+// place, the store takes the lock for it in the same step: a new hold for
+// req.Token, with req.Owner, a fence minted as for an acquire (above the
+// attempt's FenceFloor), and a lease of grant counted by the store from the
+// release. It then announces the grant to the waiter's WatchTurn watch
+// (Watch.TakeGrant), naming seq of the waiter's latest attempt that the
+// store had handled before the grant. That attempt was sent before the
+// grant was made, so the waiter counts the grant's lease from when it sent
+// that attempt: its local deadline never passes the store's. A later
+// attempt with the same token finds the hold and completes it as a retry
+// (a new lease of req.TTL from then), so a lost announcement costs a round
+// trip, not the lock.
+//
+// grant is at most FairPlaceLease (and at most req.TTL): a waiter that died
+// in line is granted a lock it will never use, which holds the line up for
+// no longer than its place would have. A waiter whose ttl is longer extends
+// the granted lease at once, in the background.
+type FairGranter interface {
+	FairBackend
+
+	// AcquireFairGrant is AcquireFair for a waiter that accepts grants of
+	// a lease of grant; seq numbers the waiter's attempts (increasing).
+	AcquireFairGrant(ctx context.Context, req AcquireRequest, place, grant time.Duration, seq int64) (AcquireResult, error)
+}
+
+// Grant is a lock a release handed to a fair waiter (FairGranter).
+type Grant struct {
+	Fence int64 // the fence minted for the waiter's new hold
+	Seq   int64 // the waiter's latest attempt the store had handled
+}
+
 // WithFairness makes the call wait in one line with every other fair waiter
 // for the key, in every process: the lock goes to waiters in the order in
 // which they first found it held (first come, first served), and each
@@ -64,13 +102,23 @@ const FairPlaceLease = 2 * time.Second
 const fairRenewPlace = FairPlaceLease / 3
 
 // fairAttempt makes one attempt for a fair waiter: it joins the line or
-// renews its place, unless the call makes a single attempt.
-func (c *Client) fairAttempt(ctx context.Context, req AcquireRequest, single bool) (AcquireResult, error) {
-	place := FairPlaceLease
+// renews its place, unless the call makes a single attempt. seq numbers
+// the waiter's attempts; with a FairGranter, a waiter in line accepts
+// grants (fairGrantLease).
+func (c *Client) fairAttempt(ctx context.Context, req AcquireRequest, single bool, seq int64) (AcquireResult, error) {
 	if single {
-		place = 0
+		return c.fair.AcquireFair(ctx, req, 0)
 	}
-	return c.fair.AcquireFair(ctx, req, place)
+	if c.granter != nil {
+		return c.granter.AcquireFairGrant(ctx, req, FairPlaceLease, fairGrantLease(req.TTL), seq)
+	}
+	return c.fair.AcquireFair(ctx, req, FairPlaceLease)
+}
+
+// fairGrantLease is the lease a release grants a fair waiter with ttl: no
+// longer than a place in line lasts (see FairGranter).
+func fairGrantLease(ttl time.Duration) time.Duration {
+	return min(ttl, FairPlaceLease)
 }
 
 // checkFair refuses WithFairness on a backend without a line of waiters.
@@ -79,4 +127,36 @@ func (c *Client) checkFair(cfg acquireConfig) error {
 		return fmt.Errorf("%w: WithFairness needs a backend that keeps a line of waiters (fencelock.FairBackend); %T does not", ErrUnsupported, c.backend)
 	}
 	return nil
+}
+
+// completeGrant extends, in the background, the lease of a lock granted to
+// a fair waiter for less than its ttl (fairGrantLease) to the full ttl, as
+// Refresh does; the caller has the lock meanwhile. It retries while the
+// store cannot be reached, until the lock ends (its local deadline, a
+// release, Close). Close waits for it.
+func (c *Client) completeGrant(lk *Lock, ttl time.Duration) {
+	end := c.ops.begin()
+	go func() {
+		defer end()
+		pause := min(fairGrantLease(ttl)/8, 100*time.Millisecond)
+		for {
+			lk.mu.Lock()
+			ttl := lk.ttl // a Refresh by the caller may have changed it
+			lk.mu.Unlock()
+			err := lk.Refresh(c.closeCtx, ttl)
+			if err == nil || !errors.Is(err, ErrUnavailable) || c.closed() {
+				return // extended, or the lock ended (lost, released), or Close
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-lk.Done():
+				t.Stop()
+				return
+			case <-c.closeCtx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }

@@ -47,6 +47,11 @@ type waiter struct {
 	contended   bool          // the last attempt that finished found the lock held
 	ambiguous   bool          // an attempt may have left a hold on the server
 	watchFailed bool          // the notifier refused: poll
+
+	// sentAt holds when the latest attempts were sent, by attempt number
+	// modulo its length: a grant (FairGranter) counts its lease from the
+	// attempt it names.
+	sentAt [16]time.Time
 }
 
 // acquireWaiting runs a waiter until it holds the lock or gives up.
@@ -178,11 +183,15 @@ func (w *waiter) attempt() (*Lock, error) {
 	if w.place != nil {
 		drain(w.place.wake)
 	}
+	if lk := w.granted(); lk != nil {
+		return lk, nil
+	}
 	if w.ctx.Err() != nil {
 		return nil, nil // ended before this attempt was sent: nothing to clean up
 	}
 	w.attempts++
-	lk, res, err := w.c.attempt(w.ctx, w.req, w.cfg, w.ambiguous)
+	w.sentAt[w.attempts%len(w.sentAt)] = now()
+	lk, res, err := w.c.attempt(w.ctx, w.req, w.cfg, w.ambiguous, int64(w.attempts))
 	switch {
 	case lk != nil:
 		return lk, nil
@@ -207,6 +216,43 @@ func (w *waiter) attempt() (*Lock, error) {
 		w.holderTTL = res.HolderTTL
 	}
 	return nil, nil
+}
+
+// granted returns the Lock a release handed to this fair waiter (a grant,
+// FairGranter), or nil when there is none or it cannot be used: the
+// attempt it names is too old to remember, or its lease has passed locally.
+// The next attempt then completes the grant as a retry if the store still
+// has it.
+func (w *waiter) granted() *Lock {
+	g, ok := w.watch.TakeGrant()
+	if !ok {
+		return nil
+	}
+	n := int64(w.attempts)
+	if g.Seq <= 0 || g.Seq > n || g.Seq <= n-int64(len(w.sentAt)) {
+		return nil
+	}
+	// The store handled attempt g.Seq before it made the grant, so the
+	// grant's lease began after that attempt was sent.
+	sent := w.sentAt[g.Seq%int64(len(w.sentAt))]
+	res := AcquireResult{Acquired: true, Fence: g.Fence, Holds: 1}
+	lease := fairGrantLease(w.req.TTL)
+	if lease < w.req.TTL {
+		res.Validity = lease
+	}
+	if !now().Before(w.c.grantedEnd(sent, w.req.TTL, res.Validity)) {
+		return nil
+	}
+	lk, err := w.c.hold(w.req, w.cfg, res, sent, w.ambiguous)
+	if err != nil {
+		// Closing: the hold stays on the store; giving up releases it.
+		w.ambiguous = true
+		return nil
+	}
+	if res.Validity > 0 {
+		w.c.completeGrant(lk, w.req.TTL)
+	}
+	return lk
 }
 
 // over reports whether the last attempt ends the call.

@@ -152,7 +152,7 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	k := keysFor(req.Namespace, req.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
 		left, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token),
-			req.Token, k.channel, ms(max(req.Tombstone, 0))).Int64()
+			req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry)).Int64()
 		if err != nil {
 			return fencelock.ReleaseResult{}, classify(err)
 		}

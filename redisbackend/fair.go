@@ -32,7 +32,7 @@ local function queue_head(queue, queueEnds, now)
       return head, ends
     end
     redis.call('ZREM', queue, head)
-    redis.call('HDEL', queueEnds, head)
+    redis.call('HDEL', queueEnds, head, 'g:' .. head)
   end
 end
 
@@ -41,7 +41,7 @@ local function leave_line(queue, queueEnds, token)
   if redis.call('ZREM', queue, token) == 0 then
     return false
   end
-  redis.call('HDEL', queueEnds, token)
+  redis.call('HDEL', queueEnds, token, 'g:' .. token)
   return true
 end
 
@@ -58,6 +58,45 @@ local function wake_next(queue, queueEnds, channel, now, anyone)
 end
 `
 
+// grantFunctions hand the free lock to the first waiter of the line
+// (fencelock.FairGranter); they need prelude and queueFunctions.
+const grantFunctions = `
+-- grant_next gives the free lock to the first live waiter of the line if
+-- it accepts grants (its place has a g:TOKEN field: the owner, lease,
+-- fence floor, identity and latest attempt of that waiter, in JSON, as
+-- strings), and tells it ("grant:TOKEN:FENCE:SEQ"); otherwise it wakes it
+-- as wake_next does.
+local function grant_next(lock, counter, queue, queueEnds, channel, counterTTL, anyone)
+  local nowUs = now_us()
+  local now = math.floor(nowUs / 1000)
+  local head = queue_head(queue, queueEnds, now)
+  if not head then
+    if anyone then
+      redis.call('PUBLISH', channel, 'released')
+    end
+    return
+  end
+  local info = redis.call('HGET', queueEnds, 'g:' .. head)
+  if not info then
+    redis.call('PUBLISH', channel, 'next:' .. head)
+    return
+  end
+  local g = cjson.decode(info)
+  local reply = take(lock, counter, g.o, 't:' .. head, nowUs, tonumber(g.l), tonumber(g.f), counterTTL)
+  if g.i then
+    redis.call('HSET', lock, 'id', g.i)
+  end
+  leave_line(queue, queueEnds, head)
+  if redis.call('EXISTS', queue) == 1 then
+    -- Others wait in line: this hold's release must hand on the lock.
+    redis.call('HSET', lock, 'waited', '1')
+  else
+    redis.call('DEL', queueEnds)
+  end
+  redis.call('PUBLISH', channel, 'grant:' .. head .. ':' .. string.format('%d', reply[2]) .. ':' .. g.s)
+end
+`
+
 // fairAcquireScript is acquireScript for a waiter in the line: the free lock
 // goes to the first live waiter of the line (or to anyone when the line is
 // empty). A refused waiter joins the line, or renews its place, for place
@@ -66,8 +105,14 @@ end
 //
 //	KEYS: lock, fence counter, tombstone, queue, queue ends
 //	ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor, place (ms), channel
+//	      [, grant (ms, 0: no grants), attempt number[, identity]]
 //	returns {1, fence, holds} when held; when not, {0, 0, 0, ms until the
 //	holder's lease or the first waiter's place ends, or -1}.
+//
+// A waiter that accepts grants (fencelock.FairGranter) leaves with its place
+// what a release needs to take the lock for it (field g:TOKEN, see
+// grantFunctions); it is rewritten by each attempt, so it names the latest
+// attempt the server handled.
 var fairAcquireScript = newScript(prelude + queueFunctions + `
 local lock, counter, tombstone, queue, queueEnds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, token, ttl, counterTTL, floor = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -92,6 +137,9 @@ end
 local head, headEnds = queue_head(queue, queueEnds, now)
 if not holder and (not head or head == token) then
   local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL)
+  if ARGV[10] then
+    redis.call('HSET', lock, 'id', ARGV[10])
+  end
   if head then
     leave_line(queue, queueEnds, token)
     if redis.call('EXISTS', queue) == 1 then
@@ -108,7 +156,14 @@ if place > 0 then
   if not redis.call('ZSCORE', queue, token) then
     redis.call('ZADD', queue, redis.call('HINCRBY', queueEnds, '#seq', 1), token)
   end
-  redis.call('HSET', queueEnds, token, string.format('%d', now + place))
+  local grant = tonumber(ARGV[8] or '0')
+  if grant > 0 then
+    local g = {o = owner, l = ARGV[8], f = ARGV[5], s = ARGV[9]}
+    if ARGV[10] then g.i = ARGV[10] end
+    redis.call('HSET', queueEnds, token, string.format('%d', now + place), 'g:' .. token, cjson.encode(g))
+  else
+    redis.call('HSET', queueEnds, token, string.format('%d', now + place))
+  end
   if redis.call('PTTL', queue) < place then
     redis.call('PEXPIRE', queue, place)
     redis.call('PEXPIRE', queueEnds, place)
@@ -131,6 +186,35 @@ var _ fencelock.FairBackend = (*Backend)(nil)
 // AcquireFair implements fencelock.FairBackend: Acquire for a waiter in the
 // lock's line of fair waiters, kept on the server.
 func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, place time.Duration) (fencelock.AcquireResult, error) {
+	return b.acquireFair(ctx, req, place, 0, 0)
+}
+
+var _ fencelock.FairGranter = (*Backend)(nil)
+
+// AcquireFairGrant implements fencelock.FairGranter: AcquireFair for a
+// waiter whose turn may come as a grant, the release script taking the lock
+// for it. With replica acknowledgement (WithReplicaAck) there are no grants:
+// a release is not acknowledged on the waiter's behalf, so its turn wakes it
+// to acquire as AcquireFair does.
+func (b *Backend) AcquireFairGrant(ctx context.Context, req fencelock.AcquireRequest, place, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+	if b.ack != nil || place <= 0 {
+		grant = 0
+	}
+	if grant != 0 {
+		if err := checkLease("grant", grant); err != nil {
+			return fencelock.AcquireResult{}, err
+		}
+		if grant > req.TTL {
+			return fencelock.AcquireResult{}, fmt.Errorf("%w: grant %v longer than the ttl %v", fencelock.ErrInvalidArgument, grant, req.TTL)
+		}
+		if seq <= 0 {
+			return fencelock.AcquireResult{}, fmt.Errorf("%w: attempt number %d, not positive", fencelock.ErrInvalidArgument, seq)
+		}
+	}
+	return b.acquireFair(ctx, req, place, grant, seq)
+}
+
+func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest, place, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
 	if b.optErr != nil {
 		return fencelock.AcquireResult{}, b.optErr
 	}
@@ -148,6 +232,12 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 	k := keysFor(req.Namespace, req.Key)
 	keys := []string{k.lock, k.fence, k.tombstone(req.Token), k.queue(), k.queueEnds()}
 	args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0), ms(max(place, 0)), k.channel}
+	if grant > 0 {
+		args = append(args, ms(grant), seq)
+		if req.Identity != "" {
+			args = append(args, req.Identity)
+		}
+	}
 	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		var vals []int64
 		var err error

@@ -388,3 +388,136 @@ func fairWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg f
 	wg.Wait()
 	return res
 }
+
+// fairAttempts counts the fair acquire scripts a go-redis client ran (5
+// KEYS and 7 or more ARGV; the release script has 5 KEYS and 4 ARGV).
+type fairAttempts struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (h *fairAttempts) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3+5+7 {
+		return
+	}
+	if name, _ := args[0].(string); name != "eval" && name != "evalsha" {
+		return
+	}
+	if keys, _ := args[2].(int); keys != 5 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return
+	}
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+}
+
+func (h *fairAttempts) load() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+func (h *fairAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *fairAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(cmd)
+		return err
+	}
+}
+
+func (h *fairAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return err
+	}
+}
+
+// A release hands the lock to the first fair waiter on the server (a grant,
+// fencelock.FairGranter): the waiter, in another Client, holds it without
+// an attempt of its own after the release, with a larger fence; with a ttl
+// longer than FairPlaceLease, the granted lease is extended to the ttl at
+// once. Both hand-offs of the chain are grants.
+func TestFairGrant(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	holder := fairClient(t, srv.Addr())
+	lk, err := holder.Acquire(ctx, "g", time.Second, fencelock.WithFairness())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ttl := range []time.Duration{time.Second, 30 * time.Second} {
+		counter := &fairAttempts{}
+		wrdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+		wrdb.AddHook(counter)
+		waiter := fencelock.New(redisbackend.New(wrdb), fencelock.WithNamespace("fair"))
+		t.Cleanup(func() { waiter.Close(); wrdb.Close() })
+		got := make(chan *fencelock.Lock, 1)
+		go func() {
+			l, err := waiter.Acquire(ctx, "g", ttl, fencelock.WithFairness(), fencelock.WithRetry(fencelock.ConstantBackoff{Delay: time.Minute}))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			got <- l
+		}()
+		pollUntil(t, 30*time.Second, "the waiter in line", func() bool { return lineLength(rdb, "g") == 1 })
+		// The waiter renews its place every FairPlaceLease/3; a release
+		// right after a renewal leaves the grant alone to hand it over.
+		before := counter.load()
+		pollUntil(t, 30*time.Second, "a place renewal", func() bool { return counter.load() > before })
+		sub := rdb.Subscribe(ctx, "fair:{g}:released")
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before = counter.load()
+		released := time.Now()
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next := <-got
+		if next == nil {
+			t.FailNow()
+		}
+		took := time.Since(released)
+		msg, err := sub.ReceiveMessage(ctx)
+		sub.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(msg.Payload, "grant:"+next.Token()+":") {
+			t.Fatalf("hand-off %d: the release published %q, want a grant to %s", i, msg.Payload, next.Token())
+		}
+		// Unless the machine stalled the waiter until its next place
+		// renewal, it took the grant without an attempt of its own.
+		if n := counter.load() - before; n != 0 && took < fencelock.FairPlaceLease/6 {
+			t.Fatalf("hand-off %d: the waiter made %d attempts after the release, want 0 (granted)", i, n)
+		}
+		if next.Fence() <= lk.Fence() {
+			t.Fatalf("hand-off %d: granted fence %d, not above %d", i, next.Fence(), lk.Fence())
+		}
+		if ttl > fencelock.FairPlaceLease {
+			pollUntil(t, 30*time.Second, "the granted lease extended to the ttl", func() bool {
+				return rdb.PTTL(ctx, "fair:{g}:lock").Val() > fencelock.FairPlaceLease
+			})
+			if d := time.Until(next.Deadline()); d < fencelock.FairPlaceLease {
+				t.Fatalf("hand-off %d: local deadline in %v after the extension, want about the ttl %v", i, d, ttl)
+			}
+		}
+		lk = next
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, "fair:{g}:lock", "fair:{g}:queue", "fair:{g}:queue:ends").Val(); n != 0 {
+		t.Fatalf("%d keys of the lock and its line left after the last release", n)
+	}
+}

@@ -30,11 +30,14 @@ import (
 //	                        token, score = its arrival number
 //	NS:{KEY}:queue:ends     hash: for each waiter in the line, the server
 //	                        time (Unix ms) at which its place lapses unless
-//	                        renewed; field "#seq" = the last arrival number.
-//	                        Both expire with the longest place.
+//	                        renewed; field "g:TOKEN" = what a release needs
+//	                        to grant that waiter the lock (JSON, see
+//	                        grantFunctions); field "#seq" = the last arrival
+//	                        number. Both expire with the longest place.
 //	NS:{KEY}:released       pub/sub channel: a message when the lock is freed
-//	                        ("released"), or when a fair waiter's turn has
-//	                        come ("next:TOKEN")
+//	                        ("released"), when a release granted the lock to
+//	                        a fair waiter ("grant:TOKEN:FENCE:ATTEMPT"), or
+//	                        when a fair waiter's turn has come ("next:TOKEN")
 //
 // The braces are a Redis Cluster hash tag: the lock's keys live in one slot,
 // so each script touches one node. With an empty namespace the keys start at
@@ -99,5 +102,5 @@ func (k lockKeys) queueEnds() string { return k.base + ":queue:ends" }
 
 // releaseKeys are the KEYS of the release script for token.
 func (k lockKeys) releaseKeys(token string) []string {
-	return []string{k.lock, k.tombstone(token), k.queue(), k.queueEnds()}
+	return []string{k.lock, k.tombstone(token), k.queue(), k.queueEnds(), k.fence}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,8 @@ type notifier struct {
 	mu       sync.Mutex
 	ps       *redis.PubSub // made by the first watch, with the goroutines
 	channels map[string]*channel
-	dirty    map[string]struct{} // channels whose subscription may not match their watchers
+	dirty    map[string]struct{}               // channels whose subscription may not match their watchers
+	grants   map[chan struct{}]fencelock.Grant // grants announced to fair waiters, not yet taken
 	closed   bool
 
 	kick chan struct{} // buffered: the subscriber has work
@@ -56,6 +58,7 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 		readyTimeout: readyTimeout,
 		channels:     map[string]*channel{},
 		dirty:        map[string]struct{}{},
+		grants:       map[chan struct{}]fencelock.Grant{},
 		kick:         make(chan struct{}, 1),
 		quit:         make(chan struct{}),
 	}
@@ -69,7 +72,8 @@ func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, er
 }
 
 // watchFor is watch for a fair waiter with token: it is woken by messages
-// that name it ("next:TOKEN") and by plain "released" ones (the line was
+// that name it ("next:TOKEN", "grant:TOKEN:FENCE:SEQ", whose grant the
+// Watch's TakeGrant returns) and by plain "released" ones (the line was
 // empty: its place may have lapsed), not by those that name another waiter.
 // Plain waiters (token "") are woken by every message but those.
 func (n *notifier) watchFor(ctx context.Context, name, token string) (*fencelock.Watch, error) {
@@ -97,6 +101,11 @@ func (n *notifier) watchFor(ctx context.Context, name, token string) (*fencelock
 	n.mu.Unlock()
 
 	w := fencelock.NewWatch(wake, func() { n.unwatch(name, wake) })
+	if token != "" {
+		w = fencelock.NewGrantWatch(wake, func() { n.unwatch(name, wake) }, func() (fencelock.Grant, bool) {
+			return n.takeGrant(wake)
+		})
+	}
 	timer := time.NewTimer(n.readyTimeout)
 	defer timer.Stop()
 	select {
@@ -116,6 +125,7 @@ func (n *notifier) watchFor(ctx context.Context, name, token string) (*fencelock
 func (n *notifier) unwatch(name string, wake chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	delete(n.grants, wake)
 	if ch := n.channels[name]; ch != nil {
 		delete(ch.watchers, wake)
 		if len(ch.watchers) == 0 {
@@ -269,20 +279,69 @@ func (n *notifier) confirm(name string) {
 	}
 }
 
-// wake delivers a release message: "next:TOKEN" to the fair waiter with
-// that token only (a wake-up for nobody else: the lock is that waiter's),
-// anything else ("released") to every waiter.
+// wake delivers a release message: "next:TOKEN" and "grant:TOKEN:FENCE:SEQ"
+// to the fair waiter with that token only (a wake-up for nobody else: the
+// lock is that waiter's), anything else ("released") to every waiter.
 func (n *notifier) wake(name, payload string) {
 	next, addressed := strings.CutPrefix(payload, "next:")
+	grant, granted := parseGrant(payload)
+	if granted {
+		next, addressed = grant.token, true
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if ch := n.channels[name]; ch != nil {
 		for w, token := range ch.watchers {
 			if !addressed || token == next {
+				if granted {
+					n.grants[w] = grant.Grant
+				}
 				notify(w)
 			}
 		}
 	}
+}
+
+// takeGrant returns and forgets the grant announced to the waiter on wake.
+func (n *notifier) takeGrant(wake chan struct{}) (fencelock.Grant, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	g, ok := n.grants[wake]
+	delete(n.grants, wake)
+	return g, ok
+}
+
+// grantMessage is a parsed "grant:TOKEN:FENCE:SEQ" message.
+type grantMessage struct {
+	fencelock.Grant
+	token string
+}
+
+// parseGrant parses a grant message (grant_next in fair.go); ok is false
+// for any other payload or a malformed one.
+func parseGrant(payload string) (m grantMessage, ok bool) {
+	rest, ok := strings.CutPrefix(payload, "grant:")
+	if !ok {
+		return m, false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 {
+		return m, false
+	}
+	seq, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	if err != nil {
+		return m, false
+	}
+	rest = rest[:i]
+	j := strings.LastIndexByte(rest, ':')
+	if j < 0 {
+		return m, false
+	}
+	fence, err := strconv.ParseInt(rest[j+1:], 10, 64)
+	if err != nil || fence <= 0 {
+		return m, false
+	}
+	return grantMessage{Grant: fencelock.Grant{Fence: fence, Seq: seq}, token: rest[:j]}, true
 }
 
 func (n *notifier) wakeAll() {

@@ -190,11 +190,16 @@ return {0, 0, 0, latest - now}
 // the hash serves the whole script: uncontended, it runs HGETALL, TIME and
 // DEL.
 //
-//	KEYS: lock, tombstone, queue, queue ends    ARGV: token, channel, tombstone (ms, 0: none)
+// When the first waiter of the line accepts grants (fencelock.FairGranter),
+// the release that frees the lock takes it for that waiter instead of
+// waking it (grant_next), minting its fence with the fence counter.
+//
+//	KEYS: lock, tombstone, queue, queue ends, fence counter
+//	ARGV: token, channel, tombstone (ms, 0: none), counter expiry (ms, 0: none)
 //	returns the live holds left, or -1 when the lock did not have this hold.
-var releaseScript = newScript(holdsOf + queueFunctions + `
-local lock, tombstone, queue, queueEnds = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, channel, tombstoneMs = ARGV[1], ARGV[2], tonumber(ARGV[3])
+var releaseScript = newScript(holdsOf + prelude + queueFunctions + grantFunctions + `
+local lock, tombstone, queue, queueEnds, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, channel, tombstoneMs, counterTTL = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local hold = 't:' .. token
 if tombstoneMs > 0 then
   redis.call('SET', tombstone, '1', 'PX', tombstoneMs)
@@ -208,7 +213,7 @@ if not ends then
       if others[i] > now then held = true end
     end
     if not held then
-      wake_next(queue, queueEnds, channel, now, false)
+      grant_next(lock, counter, queue, queueEnds, channel, counterTTL, false)
     end
   end
   return -1
@@ -226,7 +231,7 @@ end
 if live == 0 then
   redis.call('DEL', lock)
   if waited then
-    wake_next(queue, queueEnds, channel, now, true)
+    grant_next(lock, counter, queue, queueEnds, channel, counterTTL, true)
   end
 else
   redis.call('HDEL', lock, unpack(drop))

@@ -8,19 +8,29 @@ import (
 	"github.com/fencelock/fencelock"
 )
 
-var _ fencelock.FairBackend = (*Backend)(nil)
+var _ fencelock.FairGranter = (*Backend)(nil)
 
 // fairState is the Backend's lines of fair waiters (fencelock.FairBackend)
 // and the watches of their turns. Guarded by Backend.mu.
 type fairState struct {
-	lines map[lockID][]place
-	turns map[lockID]map[chan struct{}]string // watch channel → waiter token
+	lines  map[lockID][]place
+	turns  map[lockID]map[chan struct{}]string // watch channel → waiter token
+	grants map[chan struct{}]fencelock.Grant   // announced to a watch, not yet taken
 }
 
 // place is one waiter's place in a line, with its lease.
 type place struct {
 	token string
 	end   time.Time
+	grant *grantTerms // nil: the waiter is woken, not granted the lock
+}
+
+// grantTerms are what a release needs to take the lock for a waiter
+// (fencelock.FairGranter): its latest attempt's request, with the grant's
+// lease as TTL, and that attempt's number.
+type grantTerms struct {
+	req fencelock.AcquireRequest
+	seq int64
 }
 
 // head drops the lapsed places at the head of id's line and returns the
@@ -50,16 +60,22 @@ func (f *fairState) leave(id lockID, token string) bool {
 }
 
 // join puts token at the end of id's line, or renews its place.
-func (f *fairState) join(id lockID, token string, end time.Time) {
+func (f *fairState) join(id lockID, token string, end time.Time, grant *grantTerms) {
 	if f.lines == nil {
 		f.lines = map[lockID][]place{}
 	}
 	line := f.lines[id]
 	if i := slices.IndexFunc(line, func(p place) bool { return p.token == token }); i >= 0 {
-		line[i].end = end
+		line[i].end, line[i].grant = end, grant
 		return
 	}
-	f.lines[id] = append(line, place{token, end})
+	f.lines[id] = append(line, place{token, end, grant})
+}
+
+// headPlace returns the first place of id's line (after head dropped the
+// lapsed ones).
+func (f *fairState) headPlace(id lockID) place {
+	return f.lines[id][0]
 }
 
 // wakeTurn notifies the watches of token's turn on id.
@@ -77,6 +93,28 @@ func (f *fairState) wakeTurn(id lockID, token string) {
 // AcquireFair implements fencelock.FairBackend. It is subject to the faults
 // and pauses of Acquire, and counted as an Acquire.
 func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeLease time.Duration) (fencelock.AcquireResult, error) {
+	return b.acquireFair(ctx, req, placeLease, 0, 0)
+}
+
+// AcquireFairGrant implements fencelock.FairGranter, unless the Backend was
+// made WithoutGrants. It is subject to the faults and pauses of Acquire,
+// and counted as an Acquire.
+func (b *Backend) AcquireFairGrant(ctx context.Context, req fencelock.AcquireRequest, placeLease, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+	if b.noGrants || placeLease <= 0 {
+		grant = 0
+	}
+	if grant != 0 {
+		if err := checkTTL(grant); err != nil {
+			return fencelock.AcquireResult{}, err
+		}
+		if grant > req.TTL || seq <= 0 {
+			return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "grant", Value: grant, Reason: "must be at most the ttl, with a positive attempt number"}
+		}
+	}
+	return b.acquireFair(ctx, req, placeLease, grant, seq)
+}
+
+func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest, placeLease, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
@@ -110,7 +148,13 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 			return l.acquire(now, req), nil
 		}
 		if placeLease > 0 {
-			f.join(id, req.Token, now.Add(placeLease))
+			var terms *grantTerms
+			if grant > 0 {
+				greq := req
+				greq.TTL = grant
+				terms = &grantTerms{req: greq, seq: seq}
+			}
+			f.join(id, req.Token, now.Add(placeLease), terms)
 			if head == "" {
 				head, headEnd = req.Token, now.Add(placeLease)
 			}
@@ -150,13 +194,20 @@ func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (
 		f.turns[id] = map[chan struct{}]string{}
 	}
 	f.turns[id][c] = token
-	return fencelock.NewWatch(c, func() {
+	return fencelock.NewGrantWatch(c, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		delete(f.turns[id], c)
+		delete(f.grants, c)
 		if len(f.turns[id]) == 0 {
 			delete(f.turns, id)
 		}
+	}, func() (fencelock.Grant, bool) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		g, ok := f.grants[c]
+		delete(f.grants, c)
+		return g, ok
 	}), nil
 }
 
@@ -171,6 +222,23 @@ func (b *Backend) afterRelease(id lockID, now time.Time, token string, held, fre
 		return
 	}
 	if head, _ := f.head(id, now); head != "" {
+		if p := f.headPlace(id); p.grant != nil && !b.noGrants {
+			// Take the lock for the waiter, and tell it.
+			res := b.lockFor(id).acquire(now, p.grant.req)
+			f.leave(id, head)
+			b.granted++
+			if b.loseGrantNotices {
+				return
+			}
+			for c, t := range f.turns[id] {
+				if t == head {
+					if f.grants == nil {
+						f.grants = map[chan struct{}]fencelock.Grant{}
+					}
+					f.grants[c] = fencelock.Grant{Fence: res.Fence, Seq: p.grant.seq}
+				}
+			}
+		}
 		f.wakeTurn(id, head)
 		return
 	}
@@ -183,4 +251,27 @@ func (b *Backend) afterRelease(id lockID, now time.Time, token string, held, fre
 			}
 		}
 	}
+}
+
+// DisableGrants makes the Backend's releases wake fair waiters instead of
+// handing them the lock (AcquireFairGrant then acts as AcquireFair).
+func (b *Backend) DisableGrants() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.noGrants = true
+}
+
+// LoseGrantNotices makes releases that hand the lock to a fair waiter not
+// tell it (as if the message were lost), or tell it again (lose false).
+func (b *Backend) LoseGrantNotices(lose bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.loseGrantNotices = lose
+}
+
+// Grants returns how many times a release handed the lock to a fair waiter.
+func (b *Backend) Grants() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.granted
 }

@@ -120,16 +120,19 @@ func opIndex(o Op) int {
 // with fault injection. Make it with New; it is safe for concurrent use.
 // The zero value is not usable.
 type Backend struct {
-	mu       sync.Mutex
-	locks    map[lockID]*lock
-	watchers map[lockID]map[chan struct{}]struct{}
-	fair     fairState     // lines of fair waiters (fair.go)
-	holds    holdState     // semaphores and read-write locks (semaphore.go)
-	faults   []*faultEntry // in injection order; the newest match applies
-	paused   int           // Pause calls not yet resumed
-	queue    []*request    // requests that arrived while paused, in order
-	counts   [4]Calls      // per op, by opIndex
-	closed   bool
+	mu               sync.Mutex
+	locks            map[lockID]*lock
+	watchers         map[lockID]map[chan struct{}]struct{}
+	fair             fairState     // lines of fair waiters (fair.go)
+	granted          int           // releases that handed the lock to a fair waiter
+	noGrants         bool          // DisableGrants
+	loseGrantNotices bool          // LoseGrantNotices
+	holds            holdState     // semaphores and read-write locks (semaphore.go)
+	faults           []*faultEntry // in injection order; the newest match applies
+	paused           int           // Pause calls not yet resumed
+	queue            []*request    // requests that arrived while paused, in order
+	counts           [4]Calls      // per op, by opIndex
+	closed           bool
 
 	closing chan struct{} // closed by Close: calls waiting give up
 	calls   sync.WaitGroup

@@ -1,0 +1,263 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/memorybackend"
+)
+
+// Deterministic tests of grants (fencelock.FairGranter): a release hands the
+// lock to the first fair waiter, which takes it without a round trip. The
+// real-server tests are in redisbackend/fair_test.go.
+
+// AcquireFairGrant records the attempt like AcquireFair.
+func (b *fairBackend) AcquireFairGrant(ctx context.Context, req fencelock.AcquireRequest, place, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+	b.mu.Lock()
+	b.attempts[req.Token] = append(b.attempts[req.Token], time.Since(b.start))
+	b.mu.Unlock()
+	return b.Backend.AcquireFairGrant(ctx, req, place, grant, seq)
+}
+
+// grantShared lets several Clients share a backend that grants (it hides
+// Close).
+type grantShared struct {
+	fencelock.Backend
+	fencelock.ReleaseNotifier
+	fencelock.FairGranter
+}
+
+// grantEnv is fairEnv with grants.
+func grantEnv(t *testing.T) (*fairBackend, func(name string, opts ...fencelock.Option) *fencelock.Client) {
+	b := &fairBackend{Backend: memorybackend.New(), start: time.Now(), attempts: map[string][]time.Duration{}}
+	t.Cleanup(func() { b.Close() })
+	return b, func(name string, opts ...fencelock.Option) *fencelock.Client {
+		var n atomic.Int64
+		gen := fencelock.WithTokenGenerator(func() (string, error) { return fmt.Sprintf("%s%d", name, n.Add(1)), nil })
+		c := fencelock.New(grantShared{b, b, b}, append([]fencelock.Option{gen}, opts...)...)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+// A release hands the lock to the first fair waiter: it holds the lock at
+// the instant of the release without another attempt, with a new fence.
+func TestFairGrantHandsOffWithoutAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := grantEnv(t)
+		ctx := context.Background()
+		holder, err := client("h").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *fencelock.Lock, 1)
+		go func() {
+			lk, err := client("w").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lk
+		}()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		before := len(b.attemptsOf("w1"))
+		releasedAt := time.Since(b.start)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lk := <-got
+		if lk == nil {
+			t.FailNow()
+		}
+		if at := time.Since(b.start); at != releasedAt {
+			t.Fatalf("the waiter got the lock at %v, want at the release (%v)", at, releasedAt)
+		}
+		if after := len(b.attemptsOf("w1")); after != before {
+			t.Fatalf("the waiter made %d attempts after the release, want none (the release granted it)", after-before)
+		}
+		if b.Grants() != 1 {
+			t.Fatalf("%d grants, want 1", b.Grants())
+		}
+		if lk.Fence() <= holder.Fence() {
+			t.Fatalf("granted fence %d, not above the holder's %d", lk.Fence(), holder.Fence())
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("releasing the granted lock: %v", err)
+		}
+	})
+}
+
+// The granted lease is counted from when the waiter sent the attempt the
+// grant names (its latest before the release), not from the release: the
+// local deadline can never pass the store's.
+func TestFairGrantLeaseCountsFromAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := grantEnv(t)
+		ctx := context.Background()
+		const ttl = time.Second
+		holder, err := client("h").Acquire(ctx, "k", time.Minute, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *fencelock.Lock, 1)
+		waiter := client("w", fencelock.WithSafetyMargin(0.01))
+		go func() {
+			// Attempts every place renewal only (FairPlaceLease/3).
+			lk, err := waiter.Acquire(ctx, "k", ttl, fencelock.WithFairness(), fencelock.WithRetry(obsFixedBackoff(time.Minute)))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lk
+		}()
+		// Release between two of the waiter's place renewals.
+		time.Sleep(fencelock.FairPlaceLease/3 + 200*time.Millisecond)
+		synctest.Wait()
+		attempts := b.attemptsOf("w1")
+		last := b.start.Add(attempts[len(attempts)-1])
+		holder.Release(ctx)
+		lk := <-got
+		if lk == nil {
+			t.FailNow()
+		}
+		if time.Since(last) < 200*time.Millisecond {
+			t.Fatalf("the release came %v after the waiter's last attempt; the test needs a gap", time.Since(last))
+		}
+		want := last.Add(ttl - ttl/100)
+		if got := lk.Deadline(); !got.Equal(want) {
+			t.Fatalf("granted lock's deadline %v after its last attempt, want %v (the ttl less the margin, from the attempt)", got.Sub(last), want.Sub(last))
+		}
+		// It ends there, not a ttl after the release.
+		time.Sleep(time.Until(want) - time.Millisecond)
+		if err := lk.Err(); err != nil {
+			t.Fatalf("lost before its deadline: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if err := lk.Err(); !errors.Is(err, fencelock.ErrLost) {
+			t.Fatalf("at its deadline, Err = %v, want ErrLost", err)
+		}
+	})
+}
+
+// A grant whose announcement is lost is taken by the waiter's next attempt
+// (a retry of its token): same fence, no second hold.
+func TestFairGrantNoticeLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := grantEnv(t)
+		b.LoseGrantNotices(true)
+		ctx := context.Background()
+		holder, err := client("h").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *fencelock.Lock, 1)
+		go func() {
+			lk, err := client("w").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lk
+		}()
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		releasedAt := time.Since(b.start)
+		holder.Release(ctx)
+		lk := <-got
+		if lk == nil {
+			t.FailNow()
+		}
+		if b.Grants() != 1 {
+			t.Fatalf("%d grants, want 1", b.Grants())
+		}
+		if late := time.Since(b.start) - releasedAt; late > fencelock.FairPlaceLease/3 {
+			t.Fatalf("the waiter took the granted lock %v after the release, want within a place renewal (%v)", late, fencelock.FairPlaceLease/3)
+		}
+		if lk.Holds() != 1 {
+			t.Fatalf("holds %d, want 1 (the attempt completes the grant, it does not re-enter)", lk.Holds())
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("releasing the granted lock: %v", err)
+		}
+	})
+}
+
+// A waiter with a ttl longer than FairPlaceLease is granted FairPlaceLease,
+// and extends it to its ttl at once, in the background: without automatic
+// renewal it still holds the lock for its whole ttl.
+func TestFairGrantLongTTLIsExtended(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := grantEnv(t)
+		ctx := context.Background()
+		const ttl = 30 * time.Second
+		holder, err := client("h").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *fencelock.Lock, 1)
+		go func() {
+			lk, err := client("w").Acquire(ctx, "k", ttl, fencelock.WithFairness())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lk
+		}()
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		renews := b.Calls(memorybackend.Renew).Applied
+		releasedAt := time.Now()
+		holder.Release(ctx)
+		lk := <-got
+		if lk == nil {
+			t.FailNow()
+		}
+		synctest.Wait()
+		if n := b.Calls(memorybackend.Renew).Applied - renews; n != 1 {
+			t.Fatalf("%d renewals after the grant, want 1", n)
+		}
+		if d := lk.Deadline().Sub(releasedAt); d < ttl-ttl/10 {
+			t.Fatalf("deadline %v after the grant, want about the ttl %v", d, ttl)
+		}
+		time.Sleep(ttl / 2)
+		if err := lk.Err(); err != nil {
+			t.Fatalf("lost halfway through its ttl: %v", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Without grants (a backend that only wakes), the hand-off still happens at
+// the release, with one attempt.
+func TestFairWithoutGrants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := grantEnv(t)
+		b.DisableGrants()
+		ctx := context.Background()
+		holder, err := client("h").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *fencelock.Lock, 1)
+		go func() {
+			lk, _ := client("w").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+			got <- lk
+		}()
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		before := len(b.attemptsOf("w1"))
+		holder.Release(ctx)
+		if lk := <-got; lk == nil {
+			t.FailNow()
+		}
+		if n := len(b.attemptsOf("w1")) - before; n != 1 || b.Grants() != 0 {
+			t.Fatalf("%d attempts after the release and %d grants, want 1 and 0", n, b.Grants())
+		}
+	})
+}

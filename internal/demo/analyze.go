@@ -205,7 +205,7 @@ func analyze(res *Result, in analysisInput) {
 				case r.LostBeforeRelease:
 					rr.lostHow = "its holder was told during its hold: " + r.LostErr
 				case !r.Released:
-					rr.lostHow = "its release found it held by no majority"
+					rr.lostHow = "its release failed: " + r.ReleaseErr
 				default:
 					rr.lostHow = "iteration " + r.Outcome + " " + r.Err
 				}
@@ -409,6 +409,24 @@ func analyze(res *Result, in analysisInput) {
 			res.Notes = append(res.Notes, fmt.Sprintf("restart: %s kill -9ed at %v, answering again %v later; fence %d before -> %d after",
 				rs.What, rs.At, rs.Down, rs.FenceBefore, rs.FenceAfter))
 			expectNone()
+			if res.MaxConcurrent > 1 {
+				// Say who overlapped whom, on the restart's clock.
+				rel := func(t int64) string {
+					if t == 0 {
+						return "-"
+					}
+					return nanos(t - in.restart.Killed).String()
+				}
+				for i, a := range acq {
+					for _, b := range acq[i+1:] {
+						if a.Acquired > 0 && b.Acquired > 0 && a.Exited > b.Acquired && b.Acquired >= a.Acquired {
+							res.Notes = append(res.Notes, fmt.Sprintf("restart: worker %d (fence %d; acquire sent %s, returned %s, told %s %s, hold ended %s) overlapped worker %d (fence %d; acquire sent %s, returned %s); times since the kill, servers up at %s",
+								a.Worker, a.Fence, rel(a.AcquireStart), rel(a.Acquired), rel(a.ToldAt), a.LostErr, rel(a.Exited),
+								b.Worker, b.Fence, rel(b.AcquireStart), rel(b.Acquired), rel(in.restart.Up)))
+						}
+					}
+				}
+			}
 			switch {
 			case rs.HolderFence == 0:
 				res.Notes = append(res.Notes, "restart: the holder left before the kill; no lock was held across it")

@@ -11,13 +11,14 @@ import (
 )
 
 // "fencelock demo --backend redlock" end to end: 3 real redis-servers as
-// independent masters, real worker processes, the restart scenario (a
-// minority of the masters kill -9ed, down longer than the lease, restarted
-// empty). Never two holders, fences rising across the restart.
-func TestMainRedlockRestart(t *testing.T) {
+// independent masters, real worker processes, the crash scenario (holders
+// kill -9ed mid-hold: their lock is free on a majority within the lease,
+// plus the node timeout, and another worker takes it). The fair lock is
+// skipped, naming what redlock lacks.
+func TestMainRedlockCrash(t *testing.T) {
 	srv := servertest.Redis(t) // the checks' Redis; skips (or fails) without redis-server
 	var stdout, stderr bytes.Buffer
-	code := Main([]string{"--backend", "redlock", "--masters", "3", "--scenario", "restart,fair",
+	code := Main([]string{"--backend", "redlock", "--masters", "3", "--scenario", "crash,fair",
 		"--workers", "3", "--iterations", "3", "--redis", srv.Addr(), "--json"},
 		&stdout, &stderr, MainOptions{WorkerCommand: []string{os.Args[0]}})
 	t.Logf("stderr:\n%s", stderr.String())
@@ -32,12 +33,11 @@ func TestMainRedlockRestart(t *testing.T) {
 		t.Fatalf("backend %q, %d results", rep.Backend, len(rep.Results))
 	}
 	res, fair := rep.Results[0], rep.Results[1]
-	if res.Status != StatusPass || res.Restart == nil || res.Restart.What != "1 of 3 masters" {
-		t.Fatalf("restart: %s %v %+v", res.Status, res.Reasons, res.Restart)
+	if res.Status != StatusPass || len(res.Kills) == 0 {
+		t.Fatalf("crash: %s %v, %d kills", res.Status, res.Reasons, len(res.Kills))
 	}
-	if res.MaxConcurrent != 1 || res.Violations != 0 || res.StaleAccepted != 0 || res.Restart.FenceAfter <= res.Restart.FenceBefore {
-		t.Errorf("restart: %d holders at once, %d violations, %d stale writes accepted, fences %d -> %d",
-			res.MaxConcurrent, res.Violations, res.StaleAccepted, res.Restart.FenceBefore, res.Restart.FenceAfter)
+	if res.MaxConcurrent != 1 || res.Violations != 0 || res.StaleAccepted != 0 {
+		t.Errorf("crash: %d holders at once, %d violations, %d stale writes accepted", res.MaxConcurrent, res.Violations, res.StaleAccepted)
 	}
 	if fair.Status != StatusSkip || !strings.Contains(strings.Join(fair.Reasons, " "), "FairBackend") {
 		t.Errorf("fair on redlock: %s %v, want a skip naming FairBackend", fair.Status, fair.Reasons)

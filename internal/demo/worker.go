@@ -286,6 +286,9 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 		rerr := lk.Release(ctx)
 		rec.ReleaseEnd = mono()
 		rec.Released = rerr == nil
+		if rerr != nil {
+			rec.ReleaseErr = rerr.Error()
+		}
 		rec.LostAtEnd = errors.Is(lk.Err(), fencelock.ErrLost)
 	}
 

@@ -140,6 +140,24 @@
 // -9 until the next Acquire returned. They run only with the demo's
 // private servers; skipped with an external Redis.
 //
+// # Other backends
+//
+// With Config.Backend ("fencelock demo --backend redlock|etcd") only the
+// lock moves: to 3 or 5 private redis-servers under a Redlock quorum
+// (redlock.go), or to a private 3-member etcd cluster (etcd.go; the
+// Backend itself is in etcdbackend/cmd/etcddemo, so that etcd's client
+// stays out of the root module). The referee and the fenced store stay on
+// the demo's redis-server, and the master probes the lock through the
+// store (LockStore.Fence). A Backend adapts each scenario (Backend.Adapt):
+// etcd's leases are whole seconds with a 1 s minimum, and it revokes
+// expired leases up to 500 ms late (Scenario.ExpirySlack); restart kill
+// -9s a minority of the Redlock masters, kept down longer than the lease,
+// or every etcd member, and must not let two hold the lock
+// (Scenario.RestartSafe); on etcd the lock held across it must be kept
+// (Scenario.KeepsLocks). The failover scenarios are Redis-only, and the
+// fair lock and the primitives, whose checks read the lock's Redis keys,
+// are skipped with the reason.
+//
 // Without a Redis URL the demo starts a private redis-server on a free port
 // and stops it at the end. With one, it works under a namespace of its own
 // (fencelock-demo:RUN:SCENARIO) and deletes its keys afterwards.

@@ -20,7 +20,79 @@ func init() {
 		{"FairPlaceLapses", fairCheck(fairPlaceLapses)},
 		{"FairReentryDoesNotWait", fairCheck(fairReentryDoesNotWait)},
 		{"FairTurnIsNotified", fairCheck(fairTurnIsNotified)},
+		{"FairGrant", grantCheck(fairGrant)},
 	}...)
+}
+
+// grantCheck runs check with the backend's FairGranter, or skips it.
+func grantCheck(check func(ctx context.Context, s *suite, fg fencelock.FairGranter)) func(ctx context.Context, s *suite) {
+	return func(ctx context.Context, s *suite) {
+		fg, ok := s.b.(fencelock.FairGranter)
+		if !ok {
+			s.t.Skipf("%T does not implement fencelock.FairGranter (releases that hand the lock to a fair waiter): nothing to check", s.b)
+		}
+		check(ctx, s, fg)
+	}
+}
+
+// A release that frees the lock takes it for the first waiter in line that
+// accepts grants, with a fence above the holder's, and announces it to that
+// waiter's turn watch, naming the waiter's latest attempt. The waiter's
+// next attempt completes the grant as a retry (same fence, one hold). A
+// backend may decline grants in some configurations (the Redis backend
+// with replica acknowledgement): the waiter is then told its turn with no
+// grant, and its next attempt takes the lock.
+func fairGrant(ctx context.Context, s *suite, fg fencelock.FairGranter) {
+	const ttl, place, grant = 10 * time.Second, 30 * time.Second, 2 * time.Second
+	holder := s.fairAcquire(ctx, fg, "k", "holder", ttl, place)
+	attempt := func(seq int64) fencelock.AcquireResult {
+		s.t.Helper()
+		req := fencelock.AcquireRequest{LockRef: s.ref("k", "first"), Owner: "first", TTL: ttl}
+		res, err := fg.AcquireFairGrant(ctx, req, place, grant, seq)
+		if err != nil {
+			s.t.Fatalf("AcquireFairGrant(attempt %d): %v", seq, err)
+		}
+		return res
+	}
+	for seq := int64(1); seq <= 2; seq++ {
+		if res := attempt(seq); res.Acquired {
+			s.t.Fatalf("attempt %d while the lock is held: %+v, want refused", seq, res)
+		}
+	}
+	w, err := fg.WatchTurn(ctx, s.ns, "k", "first")
+	if err != nil {
+		s.t.Fatalf("WatchTurn: %v", err)
+	}
+	defer w.Stop()
+	s.release(ctx, "k", "holder")
+	var g fencelock.Grant
+	select {
+	case <-w.C:
+	case <-time.After(10 * time.Second):
+		s.t.Fatalf("no turn notified within %v of the release, for the waiter first in line", 10*time.Second)
+	}
+	g, granted := w.TakeGrant()
+	if !granted {
+		s.t.Logf("%T declined to grant the lock (the waiter was told its turn): checking the turn instead", s.b)
+		if res := attempt(3); !res.Acquired || res.Fence <= holder.Fence || res.Holds != 1 {
+			s.t.Fatalf("the waiter's attempt on its turn: %+v, want acquired with a fence above %d", res, holder.Fence)
+		}
+		s.release(ctx, "k", "first")
+		return
+	}
+	if g.Fence <= holder.Fence || g.Seq != 2 {
+		s.t.Fatalf("grant %+v, want a fence above the holder's %d, naming attempt 2", g, holder.Fence)
+	}
+	if _, again := w.TakeGrant(); again {
+		s.t.Fatal("TakeGrant returned the grant twice")
+	}
+	if ttl, err := s.b.TTL(ctx, s.ref("k", "first")); err != nil || ttl <= 0 || ttl > grant {
+		s.t.Fatalf("the granted hold's lease: %v %v, want at most the grant %v", ttl, err, grant)
+	}
+	if res := attempt(3); !res.Acquired || res.Fence != g.Fence || res.Holds != 1 {
+		s.t.Fatalf("the waiter's attempt after the grant: %+v, want acquired with the grant's fence %d and one hold", res, g.Fence)
+	}
+	s.release(ctx, "k", "first")
 }
 
 // fairCheck runs check with the backend's FairBackend, or skips it.

@@ -78,6 +78,14 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 	if *redisURL == "" {
 		*redisURL = os.Getenv("REDIS_URL")
 	}
+	// Zero means "the default" to dashboard.New; on the command line it
+	// is a mistake.
+	if *interval <= 0 {
+		return refused(stderr, &fencelock.InvalidArgumentError{Name: "interval", Value: interval.String(), Reason: "want 10ms to 1m"})
+	}
+	if *maxLocks <= 0 {
+		return refused(stderr, &fencelock.InvalidArgumentError{Name: "max locks", Value: fmt.Sprint(*maxLocks), Reason: "want 1 to 10000"})
+	}
 	rdb, err := redisClient(*redisURL)
 	if err != nil {
 		return bad("%v", err)
@@ -89,7 +97,7 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	d, err := dashboard.New(rdb, dashboard.Options{Namespace: *namespace, Interval: *interval, MaxLocks: *maxLocks, Logger: logger})
 	if err != nil {
-		return bad("%v", err)
+		return refused(stderr, err)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -99,10 +107,9 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		fmt.Fprintf(stderr, "fencelock dashboard: warning: listening on %s, not loopback: whoever reaches it sees the lock names and holders (there is no login)\n", ln.Addr())
 	}
-	fmt.Fprintf(stdout, "fencelock dashboard: namespace %q on http://%s/ (Ctrl-C stops)\n", *namespace, pageHost(ln.Addr()))
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	fmt.Fprintf(stdout, "fencelock dashboard: namespace %q on http://%s/ (Ctrl-C stops)\n", *namespace, pageHost(ln.Addr()))
 	// A Redis that does not answer yet is no reason not to start: the page
 	// says so, and the dashboard keeps trying.
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -115,6 +122,13 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 		return exitcode.CouldNotRun
 	}
 	return exitcode.OK
+}
+
+// refused reports a flag's value that dashboard.New (or the same rule)
+// refuses: the error names it; no pointer to -h, the usage was right.
+func refused(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, exitcode.Message("fencelock dashboard", err))
+	return exitcode.CouldNotRun
 }
 
 // pageHost is addr as a browser can open it: a wildcard address becomes

@@ -28,6 +28,26 @@
 // the counter it forgot); the Client's own floor covers the fences it has
 // seen. See the README's "Choosing a backend" for what Redlock does and does
 // not guarantee.
+//
+// # Undone attempts, and grants that do not count
+//
+// An attempt that does not reach a majority is undone: its holds are
+// released on the masters that granted it. The Client then tries again with
+// the same token, so that a grant whose reply was lost is completed by the
+// next attempt. An undo release that a master confirmed was applied before
+// the next attempt was sent, and cannot touch it. One that was sent but not
+// confirmed (it timed out, or its connection failed after writing it) can
+// still be applied by that master later, after the next attempt was granted
+// there, and then it deletes that grant: counted toward the majority, it
+// would leave the Client believing it holds a majority that another client
+// can take. So the Backend remembers, per token, the masters whose undo
+// release was not confirmed, and for that token a grant, a renewal or a
+// remaining lease (TTL) from such a master never counts toward the majority:
+// its hold may vanish at any moment. The lock then needs a majority of the
+// other masters. The marks are forgotten when the token is released
+// (Release returns, whatever the outcome); holds never released (an
+// acquire that gave up without a release, a crashed Client) keep theirs
+// until 10,000 newer ones push them out, oldest first.
 package redlock
 
 import (
@@ -77,6 +97,9 @@ type Backend struct {
 	quorum      int
 	drift       float64
 	nodeTimeout time.Duration
+	// poisoned marks, per hold, the masters whose undo release was not
+	// confirmed: their holds of that token do not count (see undo).
+	poisoned *poisonSet
 }
 
 // node is one master.
@@ -123,7 +146,7 @@ func NewWithBackendOptions(clients []redis.UniversalClient, redisOpts []redisbac
 	if n == 0 || n%2 == 0 {
 		return nil, &fencelock.InvalidArgumentError{Name: "masters", Value: n, Reason: "must be an odd number (1, 3, 5, ...), so that two majorities always share a master"}
 	}
-	b := &Backend{quorum: n/2 + 1, drift: DefaultDriftFactor, nodeTimeout: DefaultNodeTimeout}
+	b := &Backend{quorum: n/2 + 1, drift: DefaultDriftFactor, nodeTimeout: DefaultNodeTimeout, poisoned: newPoisonSet(maxPoisoned)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(b)
@@ -218,7 +241,10 @@ const undoTimeout = time.Second
 // majority of masters grant it. Its fence is the largest they minted,
 // written back to the majority before Acquire returns. Otherwise the grants
 // are undone on every master, and the result is not acquired (a majority
-// refused), or the error is a *QuorumError (too few answered).
+// refused), or the error is a *QuorumError (too few answered). A master
+// where an earlier attempt's undo release of this token was not confirmed
+// does not count, whatever it answers: its grant may be deleted at any
+// moment by that release.
 func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
 	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.AcquireResult, error) {
 		return n.b.Acquire(ctx, req)
@@ -227,13 +253,19 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	if invalid != nil {
 		return fencelock.AcquireResult{}, invalid
 	}
+	poisoned := b.poisoned.get(req.LockRef)
 	var granted []int
 	var fence int64
 	holds := 0
+	unknown := 0 // masters that failed and whose grant would count
 	holderTTL := time.Duration(0)
 	for i, a := range answers {
 		switch {
+		case poisoned.has(i):
+			// Neither a grant nor a refusal: undo still releases its
+			// grant, so that the hold does not linger there.
 		case a.err != nil:
+			unknown++
 		case a.val.Acquired:
 			granted = append(granted, i)
 			fence = max(fence, a.val.Fence)
@@ -250,7 +282,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}, nil
 	}
 	b.undo(req, answers)
-	if len(granted)+len(errs) >= b.quorum {
+	if len(granted)+unknown >= b.quorum {
 		// The masters that failed could have granted it: not a refusal
 		// by a majority, and too few answers to decide.
 		return fencelock.AcquireResult{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
@@ -289,22 +321,40 @@ func (b *Backend) raise(ctx context.Context, req fencelock.AcquireRequest, grant
 // by the next attempt, removed by the Client's final release (with a
 // tombstone, when it gives up), or ends with its lease. No tombstone either:
 // the Client tries again with the same token, which a tombstone would
-// refuse. (An undo release that itself times out leaves the same window.)
+// refuse.
+//
+// An undo release that a master confirmed was applied before undo returns,
+// so before the next attempt is sent. One that failed after it may have
+// been written (any error but fencelock.ErrNotSent: it timed out, or its
+// connection broke) leaves the window above open on that master for good:
+// nothing bounds how late it can be applied. Such masters are marked for
+// the token (b.poisoned), and no longer count for it in Acquire, Renew or
+// TTL; Release forgets the marks.
 func (b *Backend) undo(req fencelock.AcquireRequest, answers []answer[fencelock.AcquireResult]) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	each(b, ctx, func(ctx context.Context, i int, n node) (fencelock.ReleaseResult, error) {
+	released := each(b, ctx, func(ctx context.Context, i int, n node) (fencelock.ReleaseResult, error) {
 		if a := answers[i]; a.err != nil || !a.val.Acquired {
 			return fencelock.ReleaseResult{}, nil
 		}
 		return n.b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef})
 	})
+	var late []int
+	for i, r := range released {
+		if r.err != nil && !errors.Is(r.err, fencelock.ErrNotSent) {
+			late = append(late, i)
+		}
+	}
+	b.poisoned.add(req.LockRef, len(b.nodes), late)
 }
 
 // Release implements fencelock.Backend: it releases the hold on every
 // master. Held is true when a majority held it; the error is a *QuorumError
-// when too few masters answered to tell.
+// when too few masters answered to tell. Either way, the Backend forgets
+// the masters whose undo release of the token was not confirmed (undo): the
+// Client makes no further acquire or renewal with a token it released.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+	defer b.poisoned.forget(req.LockRef)
 	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.ReleaseResult, error) {
 		return n.b.Release(ctx, req)
 	})
@@ -332,6 +382,8 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 // hold is renewed when a majority renewed it; it is reported gone when
 // enough masters said so that no majority can hold it; otherwise its
 // RenewResult.Err is a *QuorumError (the Client retries until its deadline).
+// A master where an undo release of the hold's token was not confirmed
+// counts as not holding it, whatever it answers (see undo).
 func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
 	answers := each(b, ctx, func(ctx context.Context, _ int, n node) ([]fencelock.RenewResult, error) {
 		res, err := n.b.Renew(ctx, reqs)
@@ -349,10 +401,14 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	}
 	results := make([]fencelock.RenewResult, len(reqs))
 	for i := range reqs {
+		poisoned := b.poisoned.get(reqs[i].LockRef)
 		held, unknown := 0, 0
 		var lockErrs []error
-		for _, a := range answers {
+		for j, a := range answers {
 			switch {
+			case poisoned.has(j):
+				// Its hold may vanish at any moment: neither held nor
+				// unknown, since no retry can make it count.
 			case a.err != nil:
 				unknown++
 			case a.val[i].Err != nil:
@@ -375,14 +431,19 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 
 // TTL implements fencelock.Backend: the time for which a majority of
 // masters still hold the hold (the majority-th longest of their leases).
+// A master where an undo release of the token was not confirmed counts as
+// not holding it (see undo).
 func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
 	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (time.Duration, error) {
 		return n.b.TTL(ctx, ref)
 	})
+	poisoned := b.poisoned.get(ref)
 	var ttls []time.Duration
 	var errs []error
-	for _, a := range answers {
+	for i, a := range answers {
 		switch {
+		case poisoned.has(i):
+			// Counts as not holding it.
 		case a.err == nil:
 			ttls = append(ttls, a.val)
 		case errors.Is(a.err, fencelock.ErrInvalidArgument):

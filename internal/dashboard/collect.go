@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/lockscan"
 	"github.com/fencelock/fencelock/redisbackend"
-	"github.com/redis/go-redis/v9"
 )
 
 // Lock is one held lock as the page shows it.
@@ -52,7 +52,7 @@ type Snapshot struct {
 	// the last state seen (at LastOK, zero if never).
 	Error  string    `json:"error,omitempty"`
 	LastOK time.Time `json:"last_ok"`
-	Total  int       `json:"total"` // lock keys found by SCAN (a key whose lease ended but is not yet gone counts)
+	Total  int       `json:"total"` // lock keys found by SCAN (lockscan.Names: a key whose lease ended but is not yet gone counts)
 	// More is how many lock keys were left out of Locks (and of the
 	// events) to keep each look cheap: the first MaxLocks names in
 	// sorted order are inspected.
@@ -62,96 +62,11 @@ type Snapshot struct {
 	Events  []Event `json:"events"`  // newest first
 }
 
-// scanPattern is the SCAN MATCH pattern of namespace's lock keys (see
-// redisbackend's key layout: NS:{KEY}:lock, {KEY}:lock without one).
-func scanPattern(namespace string) string {
-	return keyPattern(namespace, "lock")
-}
-
-// channelPattern is the PSUBSCRIBE pattern of namespace's release channels.
+// channelPattern is the PSUBSCRIBE pattern of namespace's release
+// channels (NS:{KEY}:released): the lock keys' pattern with the other
+// suffix.
 func channelPattern(namespace string) string {
-	return keyPattern(namespace, "released")
-}
-
-func keyPattern(namespace, suffix string) string {
-	if namespace == "" {
-		return "{*}:" + suffix
-	}
-	var b strings.Builder
-	for _, r := range namespace {
-		switch r { // the characters MATCH gives a meaning to
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String() + ":{*}:" + suffix
-}
-
-// lockName is the lock's name in its Redis key NS:{NAME}:lock, or false. A
-// namespace has no brace (redisbackend refuses one), so the name starts
-// after the first '{' and ends at the final "}:lock".
-func lockName(namespace, redisKey string) (string, bool) {
-	prefix := "{"
-	if namespace != "" {
-		prefix = namespace + ":{"
-	}
-	name, ok := strings.CutPrefix(redisKey, prefix)
-	if !ok {
-		return "", false
-	}
-	name, ok = strings.CutSuffix(name, "}:lock")
-	if !ok || name == "" {
-		return "", false
-	}
-	return name, true
-}
-
-// maxScan bounds the names one look collects: past it the dashboard says
-// "at least" rather than hold a namespace of millions in memory.
-const maxScan = 100_000
-
-// scanNames returns the names of namespace's locks that have a key, sorted
-// (at most maxScan of them). On a Cluster it scans every
-// master: a plain SCAN sees one node's keys.
-func scanNames(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]string, error) {
-	pattern := scanPattern(namespace)
-	var (
-		mu    sync.Mutex
-		names []string
-	)
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
-		for it.Next(ctx) {
-			if name, ok := lockName(namespace, it.Val()); ok {
-				mu.Lock()
-				full := len(names) >= maxScan
-				if !full {
-					names = append(names, name)
-				}
-				mu.Unlock()
-				if full {
-					return nil
-				}
-			}
-		}
-		return it.Err()
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error { return scan(ctx, s) })
-	default:
-		err = scan(ctx, rdb)
-	}
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	// A key moved between nodes during the scan may be seen twice.
-	return slices.Compact(names), nil
+	return strings.TrimSuffix(lockscan.Pattern(namespace), "lock") + "released"
 }
 
 // inspectConcurrency is how many Inspects (one pipelined round trip each)

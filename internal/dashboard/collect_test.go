@@ -7,33 +7,14 @@ import (
 	"time"
 )
 
-func TestPatterns(t *testing.T) {
-	for _, tc := range []struct{ ns, lock, channel string }{
-		{"lock", "lock:{*}:lock", "lock:{*}:released"},
-		{"", "{*}:lock", "{*}:released"},
-		{"a*b?[c]\\", `a\*b\?\[c\]\\:{*}:lock`, `a\*b\?\[c\]\\:{*}:released`},
+func TestChannelPattern(t *testing.T) {
+	for _, tc := range []struct{ ns, want string }{
+		{"lock", "lock:{*}:released"},
+		{"", "{*}:released"},
+		{"a*b?[c]\\", `a\*b\?\[c\]\\:{*}:released`},
 	} {
-		if got := scanPattern(tc.ns); got != tc.lock {
-			t.Errorf("scanPattern(%q) = %q, want %q", tc.ns, got, tc.lock)
-		}
-		if got := channelPattern(tc.ns); got != tc.channel {
-			t.Errorf("channelPattern(%q) = %q, want %q", tc.ns, got, tc.channel)
-		}
-	}
-	for _, tc := range []struct {
-		ns, key, name string
-		ok            bool
-	}{
-		{"lock", "lock:{orders:42}:lock", "orders:42", true},
-		{"lock", "lock:{a}b}:lock", "a}b", true},
-		{"", "{x}:lock", "x", true},
-		{"lock", "lock:{}:lock", "", false},
-		{"lock", "lock:{x}:fence", "", false},
-		{"lock", "other:{x}:lock", "", false},
-	} {
-		name, ok := lockName(tc.ns, tc.key)
-		if name != tc.name || ok != tc.ok {
-			t.Errorf("lockName(%q, %q) = %q, %v; want %q, %v", tc.ns, tc.key, name, ok, tc.name, tc.ok)
+		if got := channelPattern(tc.ns); got != tc.want {
+			t.Errorf("channelPattern(%q) = %q, want %q", tc.ns, got, tc.want)
 		}
 	}
 }

@@ -433,3 +433,54 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A release that a waiter is told of (a message on the lock's release
+// channel) makes the dashboard look at once, not at its next interval:
+// here a minute away.
+func TestReleaseMessage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	srv := servertest.Redis(t)
+	rdb := redisClient(t, srv.Addr())
+	a, b := newClient(t, rdb), newClient(t, rdb)
+	la, err := a.TryAcquire(ctx, "orders:7", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, url := serve(t, rdb, dashboard.Options{Interval: time.Minute})
+	waitState(t, ctx, url, "showing the lock", func(s dashboard.Snapshot) bool { return len(s.Locks) == 1 })
+
+	got := make(chan *fencelock.Lock, 1)
+	go func() {
+		lb, err := b.Acquire(ctx, "orders:7", time.Minute) // waits: subscribes, marks the lock waited for
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lb
+	}()
+	// The waiter is subscribed once Redis counts it.
+	for {
+		n, err := rdb.PubSubNumSub(ctx, "lock:{orders:7}:released").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n["lock:{orders:7}:released"] > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := <-got
+	if lb == nil {
+		return
+	}
+	defer lb.Release(ctx)
+	s := waitState(t, ctx, url, "showing the hand-off", func(s dashboard.Snapshot) bool {
+		return len(s.Locks) == 1 && s.Locks[0].Fence == lb.Fence()
+	})
+	if len(s.Events) == 0 || s.Events[0].Kind != dashboard.EventHandoff || s.Events[0].PrevFence != la.Fence() {
+		t.Errorf("events %+v; want a hand-off from fence %d to %d first", s.Events, la.Fence(), lb.Fence())
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/lockscan"
 )
 
 // lookTimeout bounds one look at Redis: a server that stopped answering
@@ -140,7 +142,7 @@ func (d *Dashboard) watch(ctx context.Context) {
 func (d *Dashboard) look(ctx context.Context) (*look, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
-	names, err := scanNames(ctx, d.rdb, d.opts.Namespace)
+	names, err := lockscan.Names(ctx, d.rdb, d.opts.Namespace)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -362,16 +362,20 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	if invalid != nil {
 		return fencelock.ReleaseResult{}, invalid
 	}
-	held, remaining := 0, 0
+	var left []int // holds left, on each master that held this one
 	for _, a := range answers {
 		if a.err == nil && a.val.Held {
-			held++
-			remaining = max(remaining, a.val.Remaining)
+			left = append(left, a.val.Remaining)
 		}
 	}
+	held := len(left)
 	switch {
 	case held >= b.quorum:
-		return fencelock.ReleaseResult{Held: true, Remaining: remaining}, nil
+		// The holds a majority still has: a master where a late acquire
+		// of another hold landed may have more, which no majority shares.
+		slices.Sort(left)
+		slices.Reverse(left)
+		return fencelock.ReleaseResult{Held: true, Remaining: left[b.quorum-1]}, nil
 	case held+len(errs) >= b.quorum:
 		return fencelock.ReleaseResult{}, &QuorumError{Op: "release", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
 	}

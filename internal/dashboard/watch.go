@@ -22,6 +22,11 @@ const downRetry = time.Second
 // one: a burst of releases makes one look, not one each.
 const minGap = 50 * time.Millisecond
 
+// settle is how long after a release message the look comes: the message
+// also wakes the lock's waiters, and a look a moment later usually sees
+// the one that took the lock (a hand-off) rather than the lock free.
+const settle = 25 * time.Millisecond
+
 // watch looks at Redis every Interval, and soon after a release message,
 // and publishes each look, until ctx is done. It owns the pattern
 // subscription and its goroutine, and stops both before it returns.
@@ -64,8 +69,9 @@ func (d *Dashboard) watch(ctx context.Context) {
 		prev      *look // the last look that worked
 		events    []Event
 		lastStart time.Time
-		down      bool // the last look failed
-		missed    bool // a look failed since prev
+		nextAt    time.Time // when timer fires
+		down      bool      // the last look failed
+		missed    bool      // a look failed since prev
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -74,8 +80,13 @@ func (d *Dashboard) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-trigger:
-			// Look soon, but not sooner than minGap after the last.
-			timer.Reset(max(0, time.Until(lastStart.Add(minGap))))
+			// Look soon, but not sooner than minGap after the last; and
+			// never later than planned, or a stream of messages would
+			// put the look off for ever.
+			if soon := max(settle, time.Until(lastStart.Add(minGap))); time.Now().Add(soon).Before(nextAt) {
+				nextAt = time.Now().Add(soon)
+				timer.Reset(soon)
+			}
 			continue
 		case <-timer.C:
 		}
@@ -133,6 +144,7 @@ func (d *Dashboard) watch(ctx context.Context) {
 		if err != nil {
 			next = max(next, downRetry)
 		}
+		nextAt = time.Now().Add(next)
 		timer.Reset(next)
 	}
 }

@@ -198,8 +198,11 @@ func analyze(res *Result, in analysisInput) {
 			// meanwhile (the sweep below judges that part).
 			// Kept: never told of a loss, and the lock still had it when
 			// the servers answered again, or its holder released it
-			// normally; the sweep below checks that no one else had it.
-			rr.Kept = !r.LostBeforeRelease && (rs.HeldAfter || (!r.LostAtEnd && r.Released && r.Outcome == outcomeCompleted))
+			// normally (or could not reach the servers to release it: an
+			// outage, which the background release finishes, not a loss);
+			// the sweep below checks that no one else had it.
+			released := (r.Released && !r.LostAtEnd) || r.ReleaseUnconfirmed
+			rr.Kept = !r.LostBeforeRelease && (rs.HeldAfter || (released && r.Outcome == outcomeCompleted))
 			if !rr.Kept {
 				switch {
 				case r.LostBeforeRelease:

@@ -109,11 +109,12 @@ type iterRecord struct {
 
 	Writes []writeRecord `json:"writes,omitempty"`
 
-	Exited       int64  `json:"exited,omitempty"` // before Release: the end of the hold interval
-	ReleaseStart int64  `json:"release_start,omitempty"`
-	ReleaseEnd   int64  `json:"release_end,omitempty"` // Release returned
-	Released     bool   `json:"released,omitempty"`    // Release freed the lock (it still held it)
-	ReleaseErr   string `json:"release_err,omitempty"` // Release's error, when it failed
+	Exited             int64  `json:"exited,omitempty"` // before Release: the end of the hold interval
+	ReleaseStart       int64  `json:"release_start,omitempty"`
+	ReleaseEnd         int64  `json:"release_end,omitempty"`         // Release returned
+	Released           bool   `json:"released,omitempty"`            // Release freed the lock (it still held it)
+	ReleaseErr         string `json:"release_err,omitempty"`         // Release's error, when it failed
+	ReleaseUnconfirmed bool   `json:"release_unconfirmed,omitempty"` // Release could not reach the server (ErrUnavailable): retried in the background, not a loss
 
 	// Victim: the master picked this hold for a failover; it went on past
 	// the hold time until the master released it or the lock was lost.

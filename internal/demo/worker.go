@@ -288,6 +288,7 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 		rec.Released = rerr == nil
 		if rerr != nil {
 			rec.ReleaseErr = rerr.Error()
+			rec.ReleaseUnconfirmed = errors.Is(rerr, fencelock.ErrUnavailable)
 		}
 		rec.LostAtEnd = errors.Is(lk.Err(), fencelock.ErrLost)
 	}

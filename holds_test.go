@@ -424,28 +424,31 @@ func TestHoldsRenewedAndLost(t *testing.T) {
 	_, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, time.Minute)
-	permit, err := c.Semaphore("pool", 2).TryAcquire(ctx, time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+	// A 3s lease renewed every second: at 1s and 300ms, a renewal missed
+	// its 100ms margin on a starved machine (load 15).
+	const ttl, every = 3 * time.Second, time.Second
+	permit, err := c.Semaphore("pool", 2).TryAcquire(ctx, ttl, fencelock.WithAutoRenew(every))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := c.RWLock("doc").TryAcquireRead(ctx, time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
+	reader, err := c.RWLock("doc").TryAcquireRead(ctx, ttl, fencelock.WithAutoRenew(every))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * ttl)
 	for name, lk := range map[string]*fencelock.Lock{"permit": permit, "reader": reader} {
 		if err := lk.Err(); err != nil {
-			t.Fatalf("%s after 3 leases of renewal: %v", name, err)
+			t.Fatalf("%s after 2 leases of renewal: %v", name, err)
 		}
-		if ttl, err := lk.TTL(ctx); err != nil || ttl <= 0 || ttl > time.Second {
-			t.Fatalf("%s TTL = %v, %v; want (0, 1s]", name, ttl, err)
+		if got, err := lk.TTL(ctx); err != nil || got <= 0 || got > ttl {
+			t.Fatalf("%s TTL = %v, %v; want (0, %v]", name, got, err, ttl)
 		}
 	}
-	if err := permit.Refresh(ctx, 5*time.Second); err != nil {
+	if err := permit.Refresh(ctx, 3*ttl); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
-	if ttl, _ := permit.TTL(ctx); ttl <= time.Second {
-		t.Fatalf("permit TTL after Refresh(5s) = %v", ttl)
+	if got, _ := permit.TTL(ctx); got <= ttl {
+		t.Fatalf("permit TTL after Refresh(%v) = %v", 3*ttl, got)
 	}
 	// An operator deletes the keys: the next renewals find the holds gone.
 	rdb.Del(ctx, "lock:{pool}:sem", "lock:{doc}:rw")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -28,8 +29,9 @@ func ExampleWithFairness() {
 		return
 	}
 	done := make(chan string, 3)
+	var wg sync.WaitGroup // the example ends after their releases
 	for i, name := range []string{"alice", "bob", "carol"} {
-		go func() {
+		wg.Go(func() {
 			lk, err := locks.Acquire(ctx, "printer", 30*time.Second, fencelock.WithFairness())
 			if err != nil {
 				done <- err.Error()
@@ -39,7 +41,7 @@ func ExampleWithFairness() {
 			if err := lk.Release(ctx); err != nil {
 				fmt.Println(err)
 			}
-		}()
+		})
 		// Let this one join the line (the sorted set lock:{printer}:queue)
 		// before the next one comes.
 		for rdb.ZCard(ctx, "lock:{printer}:queue").Val() < int64(i+1) {
@@ -52,6 +54,7 @@ func ExampleWithFairness() {
 	for range 3 {
 		fmt.Println(<-done)
 	}
+	wg.Wait()
 	// Output:
 	// alice
 	// bob

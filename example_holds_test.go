@@ -98,8 +98,8 @@ func ExampleClient_RWLock() {
 			close(written)
 			return
 		}
+		release(w) // before telling: the example then waits for it
 		written <- w.Fence()
-		release(w)
 	}()
 	// Once the writer has asked (its intent is on the server), new
 	// readers wait for it.

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/exitcode"
 	"github.com/fencelock/fencelock/internal/lockscan"
 )
 
@@ -59,4 +63,49 @@ func roundTTL(d time.Duration) time.Duration {
 		return d.Round(time.Millisecond)
 	}
 	return d.Round(100 * time.Millisecond)
+}
+
+// redisFlagHelp is the help of --redis, the same for every command that
+// talks to Redis.
+const redisFlagHelp = "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)"
+
+// redisCommand is the flag set of a command that talks to Redis, with the
+// two flags they all take: --redis and --namespace. The command adds its
+// own flags to fs before parse.
+type redisCommand struct {
+	fs        *flag.FlagSet
+	redisURL  *string
+	namespace *string
+}
+
+// newRedisCommand makes the flag set of "fencelock name", printing usage
+// and the flags for -h, and errors, on stderr.
+func newRedisCommand(name, usage, namespaceHelp string, stderr io.Writer) redisCommand {
+	fs := flag.NewFlagSet("fencelock "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := redisCommand{
+		fs:        fs,
+		redisURL:  fs.String("redis", "", redisFlagHelp),
+		namespace: fs.String("namespace", fencelock.DefaultNamespace, namespaceHelp),
+	}
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		printFlags(stderr, fs)
+	}
+	return c
+}
+
+// parse parses args, flags and arguments in any order (parseInterleaved),
+// and returns the arguments. When ok is false the command ends with code:
+// exitcode.OK after -h, exitcode.CouldNotRun after a bad flag (the flag
+// package has said what was wrong).
+func (c redisCommand) parse(args []string) (rest []string, code int, ok bool) {
+	rest, err := parseInterleaved(c.fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, exitcode.OK, false
+	case err != nil:
+		return nil, exitcode.CouldNotRun, false
+	}
+	return rest, 0, true
 }

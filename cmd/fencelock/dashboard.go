@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,32 +44,24 @@ Flags:
 
 // runDashboard implements "fencelock dashboard".
 func runDashboard(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fencelock dashboard", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := newRedisCommand("dashboard", dashboardUsage, "the Clients' namespace (WithNamespace)", stderr)
+	redisURL, namespace, fs := cmd.redisURL, cmd.namespace, cmd.fs
 	var (
-		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
-		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Clients' namespace (WithNamespace)")
-		listen    = fs.String("listen", "127.0.0.1:8080", "address to serve the page on (host:port; port 0 picks a free one)")
-		interval  = fs.Duration("interval", dashboard.DefaultInterval, "time between two looks at Redis, 10ms to 1m")
-		maxLocks  = fs.Int("max-locks", dashboard.DefaultMaxLocks, "locks to inspect and show, the first by name, 1 to 10000 (the page says how many more there are)")
+		listen   = fs.String("listen", "127.0.0.1:8080", "address to serve the page on (host:port; port 0 picks a free one)")
+		interval = fs.Duration("interval", dashboard.DefaultInterval, "time between two looks at Redis, 10ms to 1m")
+		maxLocks = fs.Int("max-locks", dashboard.DefaultMaxLocks, "locks to inspect and show, the first by name, 1 to 10000 (the page says how many more there are)")
 	)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, dashboardUsage)
-		printFlags(stderr, fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	rest, code, ok := cmd.parse(args)
+	if !ok {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fencelock dashboard: "+format+"\n", a...)
 		fmt.Fprintln(stderr, `Run "fencelock dashboard -h" for usage.`)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q (flags only)", fs.Arg(0))
+	if len(rest) > 0 {
+		return bad("unexpected argument %q (flags only)", rest[0])
 	}
 	if *namespace == "" {
 		return bad(`invalid --namespace "": the dashboard needs a namespace (a Client's is never empty unless WithNamespace("") was given)`)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/exitcode"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
@@ -35,24 +33,15 @@ Flags:
 
 // runInspect implements "fencelock inspect".
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fencelock inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := newRedisCommand("inspect", inspectUsage, "the Client's namespace (WithNamespace)", stderr)
+	redisURL, namespace, fs := cmd.redisURL, cmd.namespace, cmd.fs
 	var (
-		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
-		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Client's namespace (WithNamespace)")
-		asJSON    = fs.Bool("json", false, "print JSON")
-		watch     = fs.Duration("watch", 0, "print again every interval until interrupted (e.g. 1s)")
+		asJSON = fs.Bool("json", false, "print JSON")
+		watch  = fs.Duration("watch", 0, "print again every interval until interrupted (e.g. 1s)")
 	)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, inspectUsage)
-		printFlags(stderr, fs)
-	}
-	keys, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	keys, code, ok := cmd.parse(args)
+	if !ok {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fencelock inspect: "+format+"\n", a...)

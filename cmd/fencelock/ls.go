@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/exitcode"
 	"github.com/fencelock/fencelock/internal/lockscan"
 	"github.com/fencelock/fencelock/redisbackend"
@@ -36,23 +34,12 @@ Flags:
 
 // runLs implements "fencelock ls".
 func runLs(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fencelock ls", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
-		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Clients' namespace (WithNamespace)")
-		asJSON    = fs.Bool("json", false, "print a JSON array")
-	)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, lsUsage)
-		printFlags(stderr, fs)
-	}
-	rest, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitcode.OK
-		}
-		return exitcode.CouldNotRun
+	cmd := newRedisCommand("ls", lsUsage, "the Clients' namespace (WithNamespace)", stderr)
+	redisURL, namespace := cmd.redisURL, cmd.namespace
+	asJSON := cmd.fs.Bool("json", false, "print a JSON array")
+	rest, code, ok := cmd.parse(args)
+	if !ok {
+		return code
 	}
 	if len(rest) > 0 {
 		return usageError(stderr, "ls", "unexpected argument %q (flags only)", rest[0])

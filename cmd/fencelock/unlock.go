@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,24 +44,15 @@ func runForceRelease(args []string, stdout, stderr io.Writer) int {
 }
 
 func unlock(cmd string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fencelock "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	rc := newRedisCommand(cmd, fmt.Sprintf(unlockUsage, cmd), "the Client's namespace (WithNamespace); a full Redis KEY names its own", stderr)
+	redisURL, namespace, fs := rc.redisURL, rc.namespace, rc.fs
 	var (
-		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
-		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Client's namespace (WithNamespace); a full Redis KEY names its own")
-		reason    = fs.String("reason", "", `why the lock is freed, for the log (default "fencelock unlock by USER@HOST")`)
-		yes       = fs.Bool("yes", false, "really free the lock (required)")
+		reason = fs.String("reason", "", `why the lock is freed, for the log (default "fencelock unlock by USER@HOST")`)
+		yes    = fs.Bool("yes", false, "really free the lock (required)")
 	)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, unlockUsage, cmd)
-		printFlags(stderr, fs)
-	}
-	rest, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitcode.OK
-		}
-		return exitcode.CouldNotRun
+	rest, code, ok := rc.parse(args)
+	if !ok {
+		return code
 	}
 	if len(rest) != 1 {
 		return usageError(stderr, cmd, "want exactly one KEY, got %d", len(rest))

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/exitcode"
 	"github.com/fencelock/fencelock/internal/lockscan"
 )
@@ -33,25 +30,16 @@ Flags:
 
 // runWatch implements "fencelock watch".
 func runWatch(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fencelock watch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := newRedisCommand("watch", watchUsage, "the Clients' namespace (WithNamespace)", stderr)
+	redisURL, namespace := cmd.redisURL, cmd.namespace
 	var (
-		redisURL  = fs.String("redis", "", "Redis URL, host:port, or comma-separated Cluster addresses (default $REDIS_URL, else 127.0.0.1:6379)")
-		namespace = fs.String("namespace", fencelock.DefaultNamespace, "the Clients' namespace (WithNamespace)")
-		interval  = fs.Duration("interval", time.Second, "how often to look, 100ms or more")
-		count     = fs.Int("count", 0, "stop after printing this many tables (0: until interrupted)")
-		asJSON    = fs.Bool("json", false, "print each table as a JSON array on one line")
+		interval = cmd.fs.Duration("interval", time.Second, "how often to look, 100ms or more")
+		count    = cmd.fs.Int("count", 0, "stop after printing this many tables (0: until interrupted)")
+		asJSON   = cmd.fs.Bool("json", false, "print each table as a JSON array on one line")
 	)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, watchUsage)
-		printFlags(stderr, fs)
-	}
-	rest, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitcode.OK
-		}
-		return exitcode.CouldNotRun
+	rest, code, ok := cmd.parse(args)
+	if !ok {
+		return code
 	}
 	switch {
 	case len(rest) > 0:

@@ -46,6 +46,20 @@ func grantEnv(t *testing.T) (*fairBackend, func(name string, opts ...fencelock.O
 	}
 }
 
+// acquireAsync calls Acquire on a goroutine of its own and delivers the
+// Lock (nil after an error, which fails t).
+func acquireAsync(t *testing.T, c *fencelock.Client, key string, ttl time.Duration, opts ...fencelock.AcquireOption) <-chan *fencelock.Lock {
+	got := make(chan *fencelock.Lock, 1)
+	go func() {
+		lk, err := c.Acquire(context.Background(), key, ttl, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	return got
+}
+
 // A release hands the lock to the first fair waiter: it holds the lock at
 // the instant of the release without another attempt, with a new fence.
 func TestFairGrantHandsOffWithoutAttempt(t *testing.T) {
@@ -56,14 +70,7 @@ func TestFairGrantHandsOffWithoutAttempt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan *fencelock.Lock, 1)
-		go func() {
-			lk, err := client("w").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lk
-		}()
+		got := acquireAsync(t, client("w"), "k", time.Second, fencelock.WithFairness())
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
 		before := len(b.attemptsOf("w1"))
@@ -105,16 +112,9 @@ func TestFairGrantLeaseCountsFromAttempt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan *fencelock.Lock, 1)
-		waiter := client("w", fencelock.WithSafetyMargin(0.01))
-		go func() {
-			// Attempts every place renewal only (FairPlaceLease/3).
-			lk, err := waiter.Acquire(ctx, "k", ttl, fencelock.WithFairness(), fencelock.WithRetry(obsFixedBackoff(time.Minute)))
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lk
-		}()
+		// Attempts every place renewal only (FairPlaceLease/3).
+		got := acquireAsync(t, client("w", fencelock.WithSafetyMargin(0.01)), "k", ttl,
+			fencelock.WithFairness(), fencelock.WithRetry(obsFixedBackoff(time.Minute)))
 		// Release between two of the waiter's place renewals.
 		time.Sleep(fencelock.FairPlaceLease/3 + 200*time.Millisecond)
 		synctest.Wait()
@@ -156,14 +156,7 @@ func TestFairGrantNoticeLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan *fencelock.Lock, 1)
-		go func() {
-			lk, err := client("w").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lk
-		}()
+		got := acquireAsync(t, client("w"), "k", time.Second, fencelock.WithFairness())
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
 		releasedAt := time.Since(b.start)
@@ -199,14 +192,7 @@ func TestFairGrantLongTTLIsExtended(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan *fencelock.Lock, 1)
-		go func() {
-			lk, err := client("w").Acquire(ctx, "k", ttl, fencelock.WithFairness())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lk
-		}()
+		got := acquireAsync(t, client("w"), "k", ttl, fencelock.WithFairness())
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
 		renews := b.Calls(memorybackend.Renew).Applied
@@ -244,11 +230,7 @@ func TestFairWithoutGrants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan *fencelock.Lock, 1)
-		go func() {
-			lk, _ := client("w").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
-			got <- lk
-		}()
+		got := acquireAsync(t, client("w"), "k", time.Second, fencelock.WithFairness())
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
 		before := len(b.attemptsOf("w1"))

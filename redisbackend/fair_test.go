@@ -389,55 +389,6 @@ func fairWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg f
 	return res
 }
 
-// fairAttempts counts the fair acquire scripts a go-redis client ran (5
-// KEYS and 7 or more ARGV; the release script has 5 KEYS and 4 ARGV).
-type fairAttempts struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (h *fairAttempts) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3+5+7 {
-		return
-	}
-	if name, _ := args[0].(string); name != "eval" && name != "evalsha" {
-		return
-	}
-	if keys, _ := args[2].(int); keys != 5 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		return
-	}
-	h.mu.Lock()
-	h.n++
-	h.mu.Unlock()
-}
-
-func (h *fairAttempts) load() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.n
-}
-
-func (h *fairAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *fairAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
-	}
-}
-
-func (h *fairAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return err
-	}
-}
-
 // A release hands the lock to the first fair waiter on the server (a grant,
 // fencelock.FairGranter): the waiter, in another Client, holds it without
 // an attempt of its own after the release, with a larger fence; with a ttl
@@ -456,7 +407,7 @@ func TestFairGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, ttl := range []time.Duration{time.Second, 30 * time.Second} {
-		counter := &fairAttempts{}
+		counter := &servertest.AcquireAttempts{Keys: 5, MinArgs: 7} // fair acquires
 		wrdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 		wrdb.AddHook(counter)
 		waiter := fencelock.New(redisbackend.New(wrdb), fencelock.WithNamespace("fair"))
@@ -472,13 +423,13 @@ func TestFairGrant(t *testing.T) {
 		pollUntil(t, 30*time.Second, "the waiter in line", func() bool { return lineLength(rdb, "g") == 1 })
 		// The waiter renews its place every FairPlaceLease/3; a release
 		// right after a renewal leaves the grant alone to hand it over.
-		before := counter.load()
-		pollUntil(t, 30*time.Second, "a place renewal", func() bool { return counter.load() > before })
+		before := counter.Load()
+		pollUntil(t, 30*time.Second, "a place renewal", func() bool { return counter.Load() > before })
 		sub := rdb.Subscribe(ctx, "fair:{g}:released")
 		if _, err := sub.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
-		before = counter.load()
+		before = counter.Load()
 		released := time.Now()
 		if err := lk.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -498,7 +449,7 @@ func TestFairGrant(t *testing.T) {
 		}
 		// Unless the machine stalled the waiter until its next place
 		// renewal, it took the grant without an attempt of its own.
-		if n := counter.load() - before; n != 0 && took < fencelock.FairPlaceLease/6 {
+		if n := counter.Load() - before; n != 0 && took < fencelock.FairPlaceLease/6 {
 			t.Fatalf("hand-off %d: the waiter made %d attempts after the release, want 0 (granted)", i, n)
 		}
 		if next.Fence() <= lk.Fence() {

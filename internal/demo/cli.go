@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/cliflags"
 	"github.com/fencelock/fencelock/internal/exitcode"
 )
 
@@ -364,26 +365,8 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// printFlags lists fs's flags with GNU-style double dashes (the flag
-// package accepts both).
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if name != "" {
-			line += " " + name
-		}
-		fmt.Fprintf(w, "%s\n      %s", line, usage)
-		switch {
-		case f.DefValue == "" || f.DefValue == "0" || f.DefValue == "false":
-		case name == "string":
-			fmt.Fprintf(w, " (default %q)", f.DefValue)
-		default:
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
-}
+// printFlags lists fs's flags as every fencelock command does.
+func printFlags(w io.Writer, fs *flag.FlagSet) { cliflags.Print(w, fs) }
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {

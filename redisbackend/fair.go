@@ -82,10 +82,7 @@ local function grant_next(lock, counter, queue, queueEnds, channel, counterTTL, 
     return
   end
   local g = cjson.decode(info)
-  local reply = take(lock, counter, g.o, 't:' .. head, nowUs, tonumber(g.l), tonumber(g.f), counterTTL)
-  if g.i then
-    redis.call('HSET', lock, 'id', g.i)
-  end
+  local reply = take(lock, counter, g.o, 't:' .. head, nowUs, tonumber(g.l), tonumber(g.f), counterTTL, g.i)
   leave_line(queue, queueEnds, head)
   if redis.call('EXISTS', queue) == 1 then
     -- Others wait in line: this hold's release must hand on the lock.
@@ -136,10 +133,7 @@ end
 
 local head, headEnds = queue_head(queue, queueEnds, now)
 if not holder and (not head or head == token) then
-  local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL)
-  if ARGV[10] then
-    redis.call('HSET', lock, 'id', ARGV[10])
-  end
+  local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[10])
   if head then
     leave_line(queue, queueEnds, token)
     if redis.call('EXISTS', queue) == 1 then

@@ -190,19 +190,19 @@ func fmtCalls(calls []kpCall) []string {
 }
 
 // TestKeeperManyDueSplitIntoBatches: locks that come due together are
-// renewed in calls of at most 512, at most 4 in flight at once (the next
-// goes when one answers), each lock once per round, by a few goroutines
-// whatever the number of locks.
+// renewed in calls of at most MaxRenewBatch, at most MaxRenewWorkers in
+// flight at once (the next goes when one answers), each lock once per
+// round, by a few goroutines whatever the number of locks.
 func TestKeeperManyDueSplitIntoBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := kpNewEnv(t)
-		const n = 2100
+		const n = fencelock.MaxRenewWorkers*fencelock.MaxRenewBatch + 52
 		goroutines := runtime.NumGoroutine()
 		locks := make([]*fencelock.Lock, n)
 		for i := range locks {
 			locks[i] = e.acquire(fmt.Sprintf("k%04d", i), time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
 		}
-		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 5, ReplyDelay: 10 * time.Millisecond})
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: fencelock.MaxRenewWorkers + 1, ReplyDelay: 10 * time.Millisecond})
 		e.sleepUntil(305 * time.Millisecond)
 		if extra := runtime.NumGoroutine() - goroutines; extra > 8 {
 			t.Errorf("%d more goroutines with %d locks and renewals in flight, want a few", extra, n)
@@ -221,14 +221,22 @@ func TestKeeperManyDueSplitIntoBatches(t *testing.T) {
 			}
 		}
 		ms := time.Millisecond
-		if want := []time.Duration{300 * ms, 300 * ms, 300 * ms, 300 * ms, 310 * ms}; !slices.Equal(at, want) {
-			t.Errorf("renew calls at %v, want %v (4 at once, the 5th when one answered)", at, want)
+		var wantAt []time.Duration
+		var wantSizes []int
+		for range fencelock.MaxRenewWorkers {
+			wantAt = append(wantAt, 300*ms)
+			wantSizes = append(wantSizes, fencelock.MaxRenewBatch)
 		}
-		if want := []int{512, 512, 512, 512, 52}; !slices.Equal(sizes, want) {
-			t.Errorf("batch sizes %v, want %v", sizes, want)
+		wantAt = append(wantAt, 310*ms)
+		wantSizes = append(wantSizes, 52)
+		if !slices.Equal(at, wantAt) {
+			t.Errorf("renew calls at %v, want %v (%d at once, the next when one answered)", at, wantAt, fencelock.MaxRenewWorkers)
 		}
-		if e.b.maxInflight != 4 {
-			t.Errorf("%d renew calls in flight at once, want 4", e.b.maxInflight)
+		if !slices.Equal(sizes, wantSizes) {
+			t.Errorf("batch sizes %v, want %v", sizes, wantSizes)
+		}
+		if e.b.maxInflight != fencelock.MaxRenewWorkers {
+			t.Errorf("%d renew calls in flight at once, want %d", e.b.maxInflight, fencelock.MaxRenewWorkers)
 		}
 		if len(seen) != n {
 			t.Errorf("%d locks renewed, want %d", len(seen), n)
@@ -240,7 +248,7 @@ func TestKeeperManyDueSplitIntoBatches(t *testing.T) {
 		}
 		// Each deadline counts from its own batch's send time.
 		last := map[string]bool{}
-		for _, k := range calls[4].keys {
+		for _, k := range calls[fencelock.MaxRenewWorkers].keys {
 			last[k] = true
 		}
 		for _, lk := range locks {
@@ -256,23 +264,27 @@ func TestKeeperManyDueSplitIntoBatches(t *testing.T) {
 }
 
 // TestKeeperStalledBatchesDoNotHoldUpOthers: batches that get no answer
-// (a paused node) stop counting against the bound of 4 in flight after a
-// quarter of their timeout (interval/2: 1.5s), so a batch waiting behind
+// (a paused node) stop counting against the bound of MaxRenewWorkers in
+// flight after a quarter of their timeout (interval/2: 1.5s), so a batch waiting behind
 // them goes then (375ms later), not when they time out or answer.
 func TestKeeperStalledBatchesDoNotHoldUpOthers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := kpNewEnv(t)
-		for i := range 4*512 + 1 {
+		for i := range fencelock.MaxRenewWorkers*fencelock.MaxRenewBatch + 1 {
 			e.acquire(fmt.Sprintf("k%04d", i), 10*time.Second, fencelock.WithAutoRenew(3*time.Second))
 		}
-		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 4, ReplyDelay: time.Second})
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: fencelock.MaxRenewWorkers, ReplyDelay: time.Second})
 		e.sleepUntil(3500 * time.Millisecond)
 		var at []time.Duration
 		for _, c := range e.b.renewCalls() {
 			at = append(at, c.at)
 		}
-		s := time.Second
-		if want := []time.Duration{3 * s, 3 * s, 3 * s, 3 * s, 3375 * time.Millisecond}; !slices.Equal(at, want) {
+		var want []time.Duration
+		for range fencelock.MaxRenewWorkers {
+			want = append(want, 3*time.Second)
+		}
+		want = append(want, 3375*time.Millisecond)
+		if !slices.Equal(at, want) {
 			t.Errorf("renew calls at %v, want %v", at, want)
 		}
 	})
@@ -314,25 +326,26 @@ func TestKeeperReleaseWhileRenewalInFlight(t *testing.T) {
 }
 
 // TestKeeperReleaseWhileRenewalQueued: a lock released while its renewal
-// waits for a worker (4 batches in flight) is left out of the call.
+// waits for a worker (MaxRenewWorkers batches in flight) is left out of
+// the call.
 func TestKeeperReleaseWhileRenewalQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := kpNewEnv(t)
 		ctx := context.Background()
-		for i := range 4 * 512 {
+		for i := range fencelock.MaxRenewWorkers * fencelock.MaxRenewBatch {
 			e.acquire(fmt.Sprintf("k%04d", i), time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
 		}
 		e.sleepUntil(time.Millisecond)
 		late := e.acquire("late", time.Second, fencelock.WithAutoRenew(300*time.Millisecond))
-		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 4, ReplyDelay: 50 * time.Millisecond})
-		e.sleepUntil(320 * time.Millisecond) // late came due at 301ms, behind 4 batches in flight till 350ms
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: fencelock.MaxRenewWorkers, ReplyDelay: 50 * time.Millisecond})
+		e.sleepUntil(320 * time.Millisecond) // late came due at 301ms, behind the batches in flight till 350ms
 		if err := late.Release(ctx); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		e.sleepUntil(400 * time.Millisecond)
 		for _, c := range e.b.renewCalls() {
-			if c.at != 300*time.Millisecond || len(c.keys) != 512 {
-				t.Errorf("renew call at %v with %d locks, want only the 4 batches at 300ms", c.at, len(c.keys))
+			if c.at != 300*time.Millisecond || len(c.keys) != fencelock.MaxRenewBatch {
+				t.Errorf("renew call at %v with %d locks, want only the %d batches at 300ms", c.at, len(c.keys), fencelock.MaxRenewWorkers)
 			}
 		}
 		if err := late.Err(); !errors.Is(err, fencelock.ErrReleased) {

@@ -29,10 +29,11 @@ func main() {
 
 // command is a subcommand.
 type command struct {
-	name    string
-	summary string
-	hidden  bool
-	run     func(args []string, stdout, stderr io.Writer) int
+	name     string
+	summary  string
+	hidden   bool // not listed; still has help unless internal
+	internal bool // run by fencelock itself, not by people
+	run      func(args []string, stdout, stderr io.Writer) int
 }
 
 // commands lists the subcommands.
@@ -46,7 +47,7 @@ func commands() []command {
 		{name: "watch", summary: "list the locks held in a namespace, live, until interrupted", run: runWatch},
 		{name: "version", summary: "print the fencelock module's version, the Go version and the commit", run: runVersion},
 		{name: "dashboard", summary: "serve a live web page of a namespace's locks: holders, fences, TTLs, hand-offs", run: runDashboard},
-		{name: "demo-worker", hidden: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
+		{name: "demo-worker", hidden: true, internal: true, run: func([]string, io.Writer, io.Writer) int { return demo.WorkerMain() }},
 		{name: "help", summary: "show help for a command", run: runHelp},
 	}
 }
@@ -99,7 +100,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	for _, c := range commands() {
-		if c.name == args[0] && !c.hidden && c.name != "help" {
+		if c.name == args[0] && !c.internal && c.name != "help" {
 			return c.run([]string{"-h"}, stdout, stderr)
 		}
 	}

@@ -38,6 +38,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"help"}, 0, "Commands:", ""},
 		{[]string{"help", "demo"}, 0, "--scenario", ""},
 		{[]string{"help", "nope"}, 2, "", `unknown command "nope"`},
+		// unlock's former name is not listed, but has help.
+		{[]string{"help", "force-release"}, 0, "", "Usage: fencelock force-release --yes"},
+		{[]string{"help", "demo-worker"}, 2, "", `unknown command "demo-worker"`},
 		{[]string{"nope"}, 2, "", `unknown command "nope"`},
 		{[]string{"demo", "-h"}, 0, "restart", ""},
 		{[]string{"demo", "-h"}, 0, "cluster-failover", ""},

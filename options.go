@@ -170,7 +170,11 @@ func WithMaxFailures(n int) AcquireOption {
 // notifications wake a waiter at once; the timer only covers notifications
 // that never arrive and leases that expire without a release, and is always
 // cut short at the holder's remaining lease. The default is
-// ExponentialBackoff{Min: 10ms, Max: 1s}.
+// ExponentialBackoff{Min: 10ms, Max: 1s}. A fair waiter (WithFairness) that
+// receives notifications has no use for it: the store tells it alone when
+// its turn comes, so it attempts only to renew its place in line (every
+// third of FairPlaceLease) or when the holder's lease ends; the timer is
+// its fallback without notifications and after failures.
 func WithRetry(strategy RetryStrategy) AcquireOption {
 	return func(c *acquireConfig) { c.retry = strategy }
 }

@@ -94,7 +94,7 @@ var libraries = []library{
 	{
 		name: fencelockFairName,
 		settings: "Client.Acquire(ctx, key, ttl, WithFairness()) with the request context, Lock.Release(ctx): " +
-			"one line of waiters on the server for every process, each release wakes the next waiter only",
+			"one line of waiters on the server for every process; each release hands the lock to the next waiter (a grant) and tells it alone",
 		connect: newFencelockFair,
 		noHeld:  true, // fairness changes waiting only: the held-locks workload is WithAutoRenew's
 	},

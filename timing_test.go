@@ -2008,3 +2008,59 @@ func TestTimingFenceFloorAcrossForgetfulStore(t *testing.T) {
 		other.Release(ctx)
 	})
 }
+
+// tmDeadlineBackend fails an acquire at once when its context's deadline
+// has passed, whether or not the context's own timer has fired yet, as
+// go-redis does: it sets the connection's deadline from the context's, and
+// on a busy machine the i/o timeout can come before the timer.
+type tmDeadlineBackend struct{ fencelock.Backend }
+
+func (b tmDeadlineBackend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return fencelock.AcquireResult{}, fmt.Errorf("%w (write tcp: i/o timeout)", context.DeadlineExceeded)
+	}
+	return b.Backend.Acquire(ctx, req)
+}
+
+// tmLateCtx has a deadline, but is done only when late is closed: a
+// context whose timer has not run yet at its deadline.
+type tmLateCtx struct {
+	context.Context
+	deadline time.Time
+	late     chan struct{}
+}
+
+func (c *tmLateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *tmLateCtx) Done() <-chan struct{}       { return c.late }
+func (c *tmLateCtx) Err() error {
+	select {
+	case <-c.late:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestTimingWaitDeadlineIsNotAnOutage: a wait for a lock that was held at
+// every answered attempt ends as not acquired (busy), even when the last
+// attempt failed because the wait's deadline passed before its context's
+// timer fired. Under load, the order service answered such a wait with 503
+// "the lock service could not be reached" instead of "busy".
+func TestTimingWaitDeadlineIsNotAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		bg := context.Background()
+		if _, err := e.client("h").TryAcquire(bg, "k", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		waiter := fencelock.New(tmDeadlineBackend{e.b})
+		t.Cleanup(func() { waiter.Close() })
+		ctx := &tmLateCtx{Context: bg, deadline: time.Now().Add(50 * time.Millisecond), late: make(chan struct{})}
+		time.AfterFunc(100*time.Millisecond, func() { close(ctx.late) })
+		_, err := waiter.Acquire(ctx, "k", time.Second)
+		var notAcquired *fencelock.NotAcquiredError
+		if !errors.As(err, &notAcquired) || errors.Is(err, fencelock.ErrUnavailable) {
+			t.Errorf("Acquire = %v, want NotAcquiredError (the lock was held at every answered attempt)", err)
+		}
+	})
+}

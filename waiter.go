@@ -203,7 +203,7 @@ func (w *waiter) attempt() (*Lock, error) {
 		if !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrNotReplicated) {
 			w.ambiguous = true
 		}
-		if w.ctx.Err() != nil {
+		if w.ctx.Err() != nil || w.deadlinePassed() {
 			return nil, nil // cut short by the end of the wait: not a failure of its own
 		}
 		w.failures++
@@ -216,6 +216,15 @@ func (w *waiter) attempt() (*Lock, error) {
 		w.holderTTL = res.HolderTTL
 	}
 	return nil, nil
+}
+
+// deadlinePassed reports whether the wait's deadline has passed, though its
+// context may not say so yet: go-redis sets a connection's deadline from
+// the same time, and on a busy machine its i/o timeout can end a request
+// before the context's timer has run.
+func (w *waiter) deadlinePassed() bool {
+	d, ok := w.ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // granted returns the Lock a release handed to this fair waiter (a grant,

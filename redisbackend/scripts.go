@@ -232,24 +232,20 @@ if not ends then
   end
   return -1
 end
-if #others == 0 then
-  -- The lone hold. The lock key expires when the latest of its holds ends
-  -- (every script that sets a hold's end sets the key's expiry to the
-  -- latest), so while the key exists this hold's lease runs: no clock read.
-  redis.call('DEL', lock)
-  if waited then
-    grant_next(lock, counter, queue, queueEnds, channel, counterTTL, true)
-  end
-  return 0
-end
-local now = now_ms()
+-- A lone hold needs no clock read. The lock key expires when the latest of
+-- its holds ends (every script that sets a hold's end sets the key's expiry
+-- to the latest), so while the key exists a lone hold's lease runs.
+local now = nil
 local live, latest, drop = 0, 0, {hold}
-for i = 1, #others, 2 do
-  if others[i + 1] > now then
-    live = live + 1
-    if others[i + 1] > latest then latest = others[i + 1] end
-  else
-    drop[#drop + 1] = others[i]
+if #others > 0 then
+  now = now_ms()
+  for i = 1, #others, 2 do
+    if others[i + 1] > now then
+      live = live + 1
+      if others[i + 1] > latest then latest = others[i + 1] end
+    else
+      drop[#drop + 1] = others[i]
+    end
   end
 end
 if live == 0 then
@@ -261,7 +257,7 @@ else
   redis.call('HDEL', lock, unpack(drop))
   redis.call('PEXPIRE', lock, latest - now)
 end
-if ends <= now then
+if now and ends <= now then
   return -1
 end
 return live

@@ -151,6 +151,10 @@ func (c *Client) hold(req AcquireRequest, cfg acquireConfig, res AcquireResult, 
 		lk.ops = cfg.prim.ops
 	}
 	lk.limitHold(cfg.maxHold)
+	if lk.ops == nil {
+		lk.counted = true
+		c.queues.took(req.Key)
+	}
 	if err := c.leases.add(lk); err != nil {
 		// Close began releasing while the request was in flight.
 		lk.end(fmt.Errorf("%w: %w", ErrReleased, ErrClosed))

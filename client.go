@@ -18,6 +18,7 @@ type Client struct {
 	notifier ReleaseNotifier // nil when the backend has no release notifications
 	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
 	granter  FairGranter     // nil when its releases do not hand the lock to fair waiters
+	handOff  HandOffBackend  // nil when its releases cannot hand the lock to a waiter
 	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
 	cfg      clientConfig
 	log      *slog.Logger
@@ -56,6 +57,7 @@ func New(b Backend, opts ...Option) *Client {
 	c.notifier, _ = b.(ReleaseNotifier)
 	c.fair, _ = b.(FairBackend)
 	c.granter, _ = b.(FairGranter)
+	c.handOff, _ = b.(HandOffBackend)
 	c.prims = newPrimitives(b)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.idle = sync.NewCond(&c.ops.mu)

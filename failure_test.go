@@ -102,8 +102,13 @@ func TestServerDown(t *testing.T) {
 	if _, err := c.TryAcquire(short(), "down", time.Second); !errors.Is(err, fencelock.ErrUnavailable) || errors.Is(err, fencelock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire with the server down: %v, want ErrUnavailable, not ErrNotAcquired", err)
 	}
-	if _, err := c.Acquire(short(), "down", time.Second); !errors.Is(err, fencelock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fencelock.ErrNotAcquired) {
+	// (Another key: a wait for "down" would wait for this Client's own
+	// hold, which is still held locally, without asking the server.)
+	if _, err := c.Acquire(short(), "down-other", time.Second); !errors.Is(err, fencelock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fencelock.ErrNotAcquired) {
 		t.Fatalf("Acquire with the server down: %v, want ErrUnavailable and DeadlineExceeded, not ErrNotAcquired", err)
+	}
+	if _, err := c.Acquire(short(), "down", time.Second); !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire of the key this Client holds, with the server down: %v, want ErrNotAcquired (held here) and DeadlineExceeded", err)
 	}
 	if err := c.Do(short(), "down", time.Second, func(context.Context, *fencelock.Lock) error { return nil }); err == nil {
 		t.Fatal("Do with the server down succeeded")

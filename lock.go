@@ -38,6 +38,7 @@ type Lock struct {
 	// refuse that late copy, which would otherwise take the lock for nobody.
 	tombstone bool
 	kind      Kind // for Hooks (observer.go)
+	counted   bool // counted in the Client's waitQueues.held (a plain lock); set before it is shared
 
 	// The lease keeper's bookkeeping, guarded by leaseKeeper.mu (keeper.go).
 	slot         int32 // 1 + the lock's place in the keeper's schedule; 0: not in it
@@ -388,5 +389,8 @@ func (l *Lock) end(err error) bool {
 		close(done)
 	}
 	l.client.leases.remove(l)
+	if l.counted {
+		l.client.queues.ended(l.ref.Key)
+	}
 	return true
 }

@@ -10,6 +10,11 @@ import "sync"
 type waitQueues struct {
 	mu    sync.Mutex
 	lines map[string][]*place
+	// held counts the plain locks this Client holds, by key: while it
+	// holds one, its waiters for the key make no attempt (it would be
+	// refused, and mark the lock as waited for, which stops a hand-off);
+	// the lock's end wakes the head of the line.
+	held map[string]int
 }
 
 // place is a place in a line.
@@ -20,6 +25,17 @@ type place struct {
 	afterAcquire bool
 	wake         chan struct{} // a release by this Client; buffered
 	turnTaken    bool          // the owner of the place has seen its turn come (its own field)
+
+	// For hand-offs (HandOffBackend): the waiter's acquire request, and the
+	// lock a release handed it (buffered, at most one: one offer at a time).
+	req    AcquireRequest
+	handed chan handedLock
+
+	// Guarded by the waitQueues' mutex.
+	offered bool // a release that may hand the lock to this place is in flight
+	unsure  bool // such a release failed: the waiter's token may hold the lock
+	closed  bool // the waiter is leaving: no more offers
+	holding bool // the waiter left with the lock
 }
 
 // isHead reports whether w's turn has come.
@@ -39,9 +55,9 @@ func (q *waitQueues) waiting(key string) bool {
 	return len(q.lines[key]) > 0
 }
 
-// join adds a waiter at the end of key's line.
-func (q *waitQueues) join(key string) *place {
-	w := &place{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
+// join adds a waiter, whose acquire request is req, at the end of key's line.
+func (q *waitQueues) join(key string, req AcquireRequest) *place {
+	w := &place{turn: make(chan struct{}), wake: make(chan struct{}, 1), req: req, handed: make(chan handedLock, 1)}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lines == nil {
@@ -59,6 +75,7 @@ func (q *waitQueues) join(key string) *place {
 func (q *waitQueues) leave(key string, w *place, acquired bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	w.closed, w.holding = true, acquired
 	line := q.lines[key]
 	for i, x := range line {
 		if x != w {
@@ -89,4 +106,101 @@ func (q *waitQueues) released(key string) {
 		default:
 		}
 	}
+}
+
+// offer picks the head of key's line for a release that may hand it the
+// lock (HandOffBackend): nil when no one waits, or an offer to the head is
+// already in flight, or the head is leaving. The caller must settle it.
+func (q *waitQueues) offer(key string) *place {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	line := q.lines[key]
+	if len(line) == 0 || line[0].offered || line[0].closed || len(line[0].handed) > 0 {
+		return nil
+	}
+	line[0].offered = true
+	return line[0]
+}
+
+// settle ends the offer to p: h is the lock the release handed p's waiter
+// (nil: none), unsure says that the release failed and may have handed it.
+// A waiter that left meanwhile has it covered: one that left with the lock
+// holds the same hold (its own attempt completed the hand-off as a retry),
+// and one that gave up while the offer was in flight releases its token
+// (withdraw).
+func (q *waitQueues) settle(p *place, h *handedLock, unsure bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p.offered = false
+	switch {
+	case p.closed:
+	case h != nil:
+		select {
+		case p.handed <- *h:
+		default: // one offer at a time: a lock handed earlier is still there, for the same token
+		}
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	case unsure:
+		p.unsure = true
+		select {
+		case p.wake <- struct{}{}: // attempt now: the attempt completes a hand-off as a retry
+		default:
+		}
+	}
+}
+
+// withdraw stops offers to p, whose waiter gives up, and reports whether a
+// release may have handed it the lock (an offer in flight, a handed lock
+// not taken, a failed offer): the waiter must then release its token.
+func (q *waitQueues) withdraw(p *place) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p.closed = true
+	return p.offered || p.unsure || len(p.handed) > 0
+}
+
+// takeUnsure reports, once, that a release that may have handed p's waiter
+// the lock failed.
+func (q *waitQueues) takeUnsure(p *place) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	u := p.unsure
+	p.unsure = false
+	return u
+}
+
+// took counts a plain lock of key that this Client holds.
+func (q *waitQueues) took(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.held == nil {
+		q.held = make(map[string]int)
+	}
+	q.held[key]++
+}
+
+// ended uncounts a plain lock of key that took counted, and wakes the head of
+// key's line: it may now attempt.
+func (q *waitQueues) ended(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.held[key]--; q.held[key] <= 0 {
+		delete(q.held, key)
+	}
+	if line := q.lines[key]; len(line) > 0 {
+		select {
+		case line[0].wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// holding reports whether this Client holds a plain lock of key.
+func (q *waitQueues) holding(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.held[key] > 0
 }

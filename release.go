@@ -76,7 +76,11 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	if cause != nil {
 		released = fmt.Errorf("%w: %w", ErrReleased, cause)
 	}
-	res, err := c.sendReleaseOps(ctx, l.ops, l.releaseRequest(), heldUntil)
+	var offer *place // the waiter of this Client that the release may hand the lock to
+	if l.ops == nil && c.handOff != nil && !c.closed() {
+		offer = c.queues.offer(l.ref.Key)
+	}
+	res, err := c.sendReleaseTo(ctx, l.ops, l.releaseRequest(), heldUntil, offer)
 	switch {
 	case err != nil:
 		l.endReleased(ctx, released)
@@ -121,6 +125,13 @@ func (c *Client) sendRelease(ctx context.Context, req ReleaseRequest, heldUntil 
 
 // sendReleaseOps is sendRelease for a hold kept by ops (nil: a plain lock).
 func (c *Client) sendReleaseOps(ctx context.Context, ops holdOps, req ReleaseRequest, heldUntil time.Time) (ReleaseResult, error) {
+	return c.sendReleaseTo(ctx, ops, req, heldUntil, nil)
+}
+
+// sendReleaseTo is sendReleaseOps whose first request hands the lock, if it
+// frees it, to the waiter at offer (nil: none; see releaseHandingOff). A
+// second request only releases.
+func (c *Client) sendReleaseTo(ctx context.Context, ops holdOps, req ReleaseRequest, heldUntil time.Time, offer *place) (ReleaseResult, error) {
 	ctx, cancel := c.detached(ctx)
 	defer cancel()
 	start := time.Now()
@@ -129,7 +140,14 @@ func (c *Client) sendReleaseOps(ctx context.Context, ops holdOps, req ReleaseReq
 	for try := 1; try <= releaseAttempts; try++ {
 		sent := now()
 		actx, acancel := context.WithTimeout(ctx, releaseAttemptTimeout)
-		res, err := c.opsOr(ops).release(actx, req)
+		var res ReleaseResult
+		var err error
+		if offer != nil {
+			res, err = c.releaseHandingOff(actx, req, offer)
+			offer = nil
+		} else {
+			res, err = c.opsOr(ops).release(actx, req)
+		}
 		acancel()
 		if err == nil {
 			if !res.Held && mayHaveApplied {

@@ -16,7 +16,8 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 // the lock may have become free, and sleeps in between. It wakes on
 //   - a release notification from the backend (watch),
 //   - a release by another goroutine of this Client (its place in the
-//     Client's line for the key, queue.go),
+//     Client's line for the key, queue.go), which may hand it the lock
+//     (HandOffBackend, handoff.go),
 //   - the fallback timer: the retry strategy's backoff, cut short at the
 //     holder's remaining lease,
 //   - the end of the wait: the caller's context, WithWait, Close, or too
@@ -62,15 +63,21 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		w.acquireDone(lk, err)
 	}()
 
-	if w.linesUp() && c.queues.waiting(req.Key) {
-		w.place = c.queues.join(req.Key) // goroutines already waiting go first
+	if w.linesUp() && (c.queues.waiting(req.Key) || c.queues.holding(req.Key)) {
+		// Goroutines already waiting go first; and while this Client
+		// holds the lock, there is nothing to attempt: its release
+		// wakes the line, or hands the lock over (handoff.go).
+		w.place = c.queues.join(req.Key, req)
 	}
 	for {
 		heldByPredecessor, ok := w.awaitTurn()
 		if !ok {
 			break
 		}
-		if !heldByPredecessor {
+		if lk := w.handedOver(); lk != nil {
+			return lk, nil
+		}
+		if !heldByPredecessor && !w.heldHere() {
 			lk, err := w.attempt()
 			if lk != nil || err != nil {
 				return lk, err
@@ -85,7 +92,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 				continue
 			}
 			if w.place == nil && !cfg.fair && cfg.prim == nil { // a fair waiter's line is the server's
-				w.place = c.queues.join(req.Key)
+				w.place = c.queues.join(req.Key, w.req)
 				if w.place.turnTaken = w.place.isHead(); !w.place.turnTaken {
 					continue // wait for our turn, then attempt
 				}
@@ -186,6 +193,9 @@ func (w *waiter) attempt() (*Lock, error) {
 	if lk := w.granted(); lk != nil {
 		return lk, nil
 	}
+	if lk := w.handedOver(); lk != nil {
+		return lk, nil
+	}
 	if w.ctx.Err() != nil {
 		return nil, nil // ended before this attempt was sent: nothing to clean up
 	}
@@ -262,6 +272,14 @@ func (w *waiter) granted() *Lock {
 		w.c.completeGrant(lk, w.req.TTL)
 	}
 	return lk
+}
+
+// heldHere reports whether the call waits in its Client's line while the
+// Client holds the lock: an attempt would be refused, and would mark the
+// lock as waited for, so that its release would wake waiters instead of
+// handing the lock to this one. The lock's end wakes the head of the line.
+func (w *waiter) heldHere() bool {
+	return w.place != nil && w.c.queues.holding(w.req.Key)
 }
 
 // over reports whether the last attempt ends the call.
@@ -356,6 +374,10 @@ func (w *waiter) sleep() bool {
 // lock was held by someone else (NotAcquiredError), or the backend could not
 // be reached (UnavailableError).
 func (w *waiter) giveUp() error {
+	if w.place != nil && w.c.queues.withdraw(w.place) {
+		// A release of this Client may have handed us the lock.
+		w.ambiguous = true
+	}
 	switch {
 	case w.ambiguous:
 		// An attempt may have taken the lock although no reply said so:

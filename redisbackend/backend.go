@@ -160,6 +160,66 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	})
 }
 
+var _ fencelock.HandOffBackend = (*Backend)(nil)
+
+// ReleaseHandOff implements fencelock.HandOffBackend with the release
+// script: one script run releases req and, when that frees the lock and no
+// one else asked for it, takes it for next. With replica acknowledgement
+// (WithReplicaAck) it releases only: an acquire there must be acknowledged
+// by the replicas, which a release is not.
+func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseRequest, next fencelock.AcquireRequest) (fencelock.ReleaseResult, fencelock.AcquireResult, error) {
+	if b.ack != nil {
+		res, err := b.Release(ctx, req)
+		return res, fencelock.AcquireResult{}, err
+	}
+	if b.optErr != nil {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, b.optErr
+	}
+	if err := checkNames(req.Namespace, req.Key); err != nil {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+	}
+	if next.Namespace != req.Namespace || next.Key != req.Key || next.Owner != next.Token || next.Token == "" {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{
+			Name: "next", Value: fmt.Sprintf("%s/%s owner %q token %q", next.Namespace, next.Key, next.Owner, next.Token),
+			Reason: "must name the released lock, with Owner equal to a non-empty Token"}
+	}
+	if err := checkLease("ttl", next.TTL); err != nil {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+	}
+	if req.Tombstone > 0 {
+		if err := checkLease("tombstone", req.Tombstone); err != nil {
+			return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+		}
+	}
+	k := keysFor(req.Namespace, req.Key)
+	type both struct {
+		rel fencelock.ReleaseResult
+		acq fencelock.AcquireResult
+	}
+	r, err := guard(b, ctx, func(ctx context.Context) (both, error) {
+		keys := append(k.releaseKeys(req.Token), k.tombstone(next.Token))
+		args := []any{req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry),
+			next.Token, ms(next.TTL), max(next.FenceFloor, 0)}
+		if next.Identity != "" {
+			args = append(args, next.Identity)
+		}
+		vals, err := b.pipe.run(ctx, releaseScript, keys, args...).Int64Slice()
+		if err != nil {
+			return both{}, classify(err)
+		}
+		if len(vals) != 2 {
+			return both{}, fmt.Errorf("redisbackend: release script returned %v", vals)
+		}
+		left, fence := vals[0], vals[1]
+		r := both{rel: fencelock.ReleaseResult{Held: left >= 0, Remaining: int(max(left, 0))}}
+		if fence > 0 {
+			r.acq = fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1}
+		}
+		return r, nil
+	})
+	return r.rel, r.acq, err
+}
+
 // Renew implements fencelock.Backend: one pipelined round trip for the
 // batch (one per node on Cluster).
 func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {

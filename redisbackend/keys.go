@@ -19,7 +19,9 @@ import (
 //	                                 the hold's lease ends
 //	                          waited set when an acquire found the lock held:
 //	                                 the release that frees the lock publishes
-//	                                 on the channel only then
+//	                                 on the channel only then, and hands the
+//	                                 lock to the releasing Client's next
+//	                                 waiter only without it
 //	NS:{KEY}:fence          string, no expiry unless WithFenceCounterExpiry:
 //	                        the last fencing token minted
 //	NS:{KEY}:tombstone:TOK  string, expiring: acquires with token TOK are

@@ -208,15 +208,29 @@ return {0, 0, 0, latest - now}
 // the release that frees the lock takes it for that waiter instead of
 // waking it (grant_next), minting its fence with the fence counter.
 //
-//	KEYS: lock, tombstone, queue, queue ends, fence counter
+// With a next request (fencelock.HandOffBackend: a waiter of the same
+// Client), a release that frees the lock nobody else asked for (no waited
+// mark: no acquire was refused while it was held, and no fair waiter is in
+// line) takes it for that request in the same step, as the acquire script
+// would take a free lock: the hand-off costs one script run where a
+// release and an acquire cost two, and the waiter no round trip.
+//
+//	KEYS: lock, tombstone, queue, queue ends, fence counter[, next's tombstone]
 //	ARGV: token, channel, tombstone (ms, 0: none), counter expiry (ms, 0: none)
-//	returns the live holds left, or -1 when the lock did not have this hold.
+//	      [, next's token, ttl (ms), fence floor[, identity]]
+//	returns the live holds left, or -1 when the lock did not have this hold;
+//	with a next request, {that, the fence handed to next or 0}.
 var releaseScript = newScript(holdsOf + prelude + queueFunctions + grantFunctions + `
 local lock, tombstone, queue, queueEnds, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, channel, tombstoneMs, counterTTL = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local nextToken = ARGV[5]
 local hold = 't:' .. token
 if tombstoneMs > 0 then
   redis.call('SET', tombstone, '1', 'PX', tombstoneMs)
+end
+local function reply(left, handed)
+  if nextToken then return {left, handed} end
+  return left
 end
 local ends, others, waited = holds_of(lock, hold)
 if not ends then
@@ -230,7 +244,7 @@ if not ends then
       grant_next(lock, counter, queue, queueEnds, channel, counterTTL, false)
     end
   end
-  return -1
+  return reply(-1, 0)
 end
 -- A lone hold needs no clock read. The lock key expires when the latest of
 -- its holds ends (every script that sets a hold's end sets the key's expiry
@@ -248,19 +262,23 @@ if #others > 0 then
     end
   end
 end
+local left = live
+if now and ends <= now then
+  left = -1
+end
 if live == 0 then
   redis.call('DEL', lock)
   if waited then
     grant_next(lock, counter, queue, queueEnds, channel, counterTTL, true)
+  elseif nextToken and left == 0 and redis.call('EXISTS', KEYS[6]) == 0 then
+    local taken = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[6]), tonumber(ARGV[7]), counterTTL, ARGV[8])
+    return reply(0, taken[2])
   end
 else
   redis.call('HDEL', lock, unpack(drop))
   redis.call('PEXPIRE', lock, latest - now)
 end
-if now and ends <= now then
-  return -1
-end
-return live
+return reply(left, 0)
 `)
 
 // renewScript sets the lease of a hold that is still running to ttl from

@@ -160,6 +160,7 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 			}
 		}
 		if held {
+			l.waited = true
 			return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}, nil
 		}
 		// Free, and another waiter's turn: remind it.

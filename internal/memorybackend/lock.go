@@ -23,6 +23,9 @@ type lock struct {
 	counter    int64  // the last fence minted (0: none yet)
 	holds      []hold // live holds, in the order they were taken
 	tombstones map[string]time.Time
+	// waited is set when an acquire was refused while the lock was held:
+	// then a release must not hand it over (ReleaseHandOff).
+	waited bool
 }
 
 // hold is one acquisition of the lock, with its own lease.
@@ -36,7 +39,7 @@ type hold struct {
 func (l *lock) prune(now time.Time) {
 	l.holds = slices.DeleteFunc(l.holds, func(h hold) bool { return !h.end.After(now) })
 	if len(l.holds) == 0 {
-		l.owner, l.fence, l.identity = "", 0, ""
+		l.owner, l.fence, l.identity, l.waited = "", 0, "", false
 	}
 	maps.DeleteFunc(l.tombstones, func(_ string, end time.Time) bool { return !end.After(now) })
 }
@@ -79,6 +82,7 @@ func (l *lock) acquire(now time.Time, req fencelock.AcquireRequest) fencelock.Ac
 			l.holds = append(l.holds, hold{req.Token, end}) // re-entry
 		}
 	default:
+		l.waited = true
 		return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}
 	}
 	return fencelock.AcquireResult{Acquired: true, Fence: l.fence, Holds: len(l.holds)}
@@ -103,7 +107,7 @@ func (l *lock) release(now time.Time, req fencelock.ReleaseRequest) (res fencelo
 	}
 	l.holds = slices.Delete(l.holds, i, i+1)
 	if len(l.holds) == 0 {
-		l.owner, l.fence, l.identity = "", 0, ""
+		l.owner, l.fence, l.identity, l.waited = "", 0, "", false
 		return fencelock.ReleaseResult{Held: true}, true
 	}
 	return fencelock.ReleaseResult{Held: true, Remaining: len(l.holds)}, false

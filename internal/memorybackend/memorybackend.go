@@ -127,6 +127,8 @@ type Backend struct {
 	granted          int           // releases that handed the lock to a fair waiter
 	noGrants         bool          // DisableGrants
 	loseGrantNotices bool          // LoseGrantNotices
+	noHandOff        bool          // DisableHandOff
+	handedOff        int           // releases that handed the lock over (ReleaseHandOff)
 	holds            holdState     // semaphores and read-write locks (semaphore.go)
 	faults           []*faultEntry // in injection order; the newest match applies
 	paused           int           // Pause calls not yet resumed
@@ -202,6 +204,66 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 		b.afterRelease(id, now, req.Token, res.Held, freed)
 		return res, nil
 	})
+}
+
+var _ fencelock.HandOffBackend = (*Backend)(nil)
+
+// ReleaseHandOff implements fencelock.HandOffBackend: Release, and Acquire
+// of next in the same step when the release freed the lock, no acquire was
+// refused while it was held, and no fair waiter is in line. The call counts
+// as a Release; DisableHandOff makes it release only.
+func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseRequest, next fencelock.AcquireRequest) (fencelock.ReleaseResult, fencelock.AcquireResult, error) {
+	if err := checkRef(req.LockRef); err != nil {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+	}
+	if err := checkRef(next.LockRef); err != nil {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+	}
+	if next.Namespace != req.Namespace || next.Key != req.Key || next.Owner != next.Token {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{
+			Name: "next", Value: next.Namespace + "/" + next.Key + " owner " + next.Owner,
+			Reason: "must name the released lock, with Owner equal to Token"}
+	}
+	if err := checkTTL(next.TTL); err != nil {
+		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+	}
+	type both struct {
+		rel fencelock.ReleaseResult
+		acq fencelock.AcquireResult
+	}
+	r, err := do(b, ctx, Release, func(now time.Time) (both, error) {
+		id := idOf(req.LockRef)
+		l := b.lockFor(id)
+		waited := l.waited
+		rel, freed := l.release(now, req)
+		var acq fencelock.AcquireResult
+		if head, _ := b.fair.head(id, now); freed && !waited && head == "" && !b.noHandOff {
+			acq = l.acquire(now, next)
+			if acq.Acquired {
+				b.handedOff++
+				return both{rel, acq}, nil // held again: no one to wake
+			}
+		}
+		b.afterRelease(id, now, req.Token, rel.Held, freed)
+		return both{rel, acq}, nil
+	})
+	return r.rel, r.acq, err
+}
+
+// DisableHandOff makes ReleaseHandOff release only, as a backend without
+// hand-offs would.
+func (b *Backend) DisableHandOff() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.noHandOff = true
+}
+
+// HandOffs returns how many releases handed the lock to the next request
+// (ReleaseHandOff).
+func (b *Backend) HandOffs() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.handedOff
 }
 
 // Renew implements fencelock.Backend: the batch is one call, applied in one

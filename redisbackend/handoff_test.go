@@ -1,0 +1,133 @@
+package redisbackend_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// Real-server tests of hand-offs (fencelock.HandOffBackend): a release by a
+// goroutine of a Client hands the lock to the Client's next waiter in the
+// same script run (issue 9: a contended hand-off cost a release, a wake-up
+// and an acquire). The deterministic tests are in the root package's
+// handoff_test.go.
+
+// The hand-off is one script run: the waiter makes no acquire of its own,
+// neither while the Client holds the lock nor after the release.
+func TestHandOffCommands(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	c := fencelock.New(redisbackend.New(rdb))
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	// Load the scripts (EVAL) before counting.
+	if err := c.Do(ctx, "warm", time.Minute, func(context.Context, *fencelock.Lock) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := c.Acquire(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *fencelock.Lock, 1)
+	go func() {
+		lk, err := c.Acquire(ctx, "k", time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	time.Sleep(200 * time.Millisecond) // the waiter lines up; it has nothing to attempt
+	if calls := commandCalls(t, rdb); calls["evalsha"] != 0 {
+		t.Fatalf("commands while the Client held the lock: %s; want no script run (the waiter waits for its Client's release)", fmtCalls(calls))
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var lk *fencelock.Lock
+	select {
+	case lk = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not get the lock within 30s of the release")
+	}
+	if lk == nil {
+		t.FailNow()
+	}
+	calls := commandCalls(t, rdb)
+	if calls["evalsha"] != 1 || calls["publish"] != 0 {
+		t.Fatalf("commands of the hand-off: %s; want one script run (the release that took the lock for the waiter), no publish", fmtCalls(calls))
+	}
+	if lk.Fence() <= holder.Fence() {
+		t.Fatalf("handed fence %d, want above the holder's %d", lk.Fence(), holder.Fence())
+	}
+	if ttl, err := lk.TTL(ctx); err != nil || ttl < 30*time.Second {
+		t.Fatalf("the handed lock's server-side lease: %v %v, want about a minute", ttl, err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rdb.Exists(ctx, "fencelock:{k}:lock").Result(); err != nil || n != 0 {
+		t.Fatalf("lock key after the last release: exists=%d %v, want deleted", n, err)
+	}
+}
+
+// Goroutines of one Client that keep handing the lock to each other do not
+// keep it from another process: its refused attempt makes the next release
+// free the lock and wake it instead. Without that rule the other process
+// would wait until the Client's goroutines stopped.
+func TestHandOffDoesNotStarveOtherProcess(t *testing.T) {
+	srv := servertest.Redis(t)
+	newClient := func() *fencelock.Client {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+		c := fencelock.New(redisbackend.New(rdb))
+		t.Cleanup(func() { c.Close(); rdb.Close() })
+		return c
+	}
+	busy, other := newClient(), newClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	stop := make(chan struct{})
+	var cycles atomic.Int64
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lk, err := busy.Acquire(ctx, "k", 10*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cycles.Add(1)
+				time.Sleep(2 * time.Millisecond)
+				lk.Release(ctx)
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for cycles.Load() < 20 { // the busy Client's goroutines hand the lock around
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := cycles.Load()
+	lk, err := other.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatalf("the other process's Acquire while the busy Client's goroutines take turns: %v (after %d of their cycles)", err, cycles.Load()-before)
+	}
+	t.Logf("the other process got the lock after %d of the busy Client's cycles", cycles.Load()-before)
+	lk.Release(ctx)
+}

@@ -65,7 +65,10 @@ func waitDone(t testing.TB, ch <-chan struct{}, limit time.Duration, what string
 	}
 }
 
-// batchHook counts pipelines and the commands in them.
+// batchHook counts round trips (pipelines, and lone script calls) and the
+// scripts' work in them: a pipeline's commands, or a lone script's keys (the
+// Redis backend renews a batch on one node in one script, with a key per
+// lock).
 type batchHook struct {
 	mu              sync.Mutex
 	pipelines, cmds int
@@ -79,8 +82,20 @@ func (h *batchHook) reset() (pipelines, cmds int) {
 	return pipelines, cmds
 }
 
-func (h *batchHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *batchHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *batchHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *batchHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			if keys, ok := cmd.Args()[2].(int); ok {
+				h.mu.Lock()
+				h.pipelines++
+				h.cmds += keys
+				h.mu.Unlock()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
 
 func (h *batchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {

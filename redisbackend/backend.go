@@ -237,6 +237,9 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		if b.ack != nil {
 			return b.renewAcked(ctx, calls), nil
 		}
+		if _, single := b.rdb.(*redis.Client); single && len(calls) > 1 {
+			return b.renewMany(ctx, calls)
+		}
 		results := make([]fencelock.RenewResult, len(reqs))
 		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
 			n, err := cmd.Int64()
@@ -245,6 +248,37 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		}
 		return results, nil
 	})
+}
+
+// renewMany renews a batch on a single node in one script run
+// (renewManyScript). An error of the whole call (the server did not answer)
+// is the batch's; a lock whose commands failed has its own.
+func (b *Backend) renewMany(ctx context.Context, calls []call) ([]fencelock.RenewResult, error) {
+	keys := make([]string, len(calls))
+	args := make([]any, 0, 2*len(calls))
+	for i, c := range calls {
+		keys[i] = c.keys[0]
+		args = append(args, c.args...)
+	}
+	vals, err := b.scripts.run(ctx, b.rdb, renewManyScript, keys, args...).Slice()
+	if err != nil {
+		return nil, classify(err)
+	}
+	if len(vals) != len(calls) {
+		return nil, fmt.Errorf("redisbackend: renewal script returned %d results for %d locks", len(vals), len(calls))
+	}
+	results := make([]fencelock.RenewResult, len(calls))
+	for i, v := range vals {
+		switch v := v.(type) {
+		case int64:
+			results[i].Held = v == 1
+		case string:
+			results[i].Err = fmt.Errorf("redisbackend: renewing %s: %s", keys[i], v)
+		default:
+			results[i].Err = fmt.Errorf("redisbackend: renewing %s: unexpected reply %v", keys[i], v)
+		}
+	}
+	return results, nil
 }
 
 // TTL implements fencelock.Backend.

@@ -185,7 +185,7 @@ type AcquireEvent struct {
 	Kind     Kind
 	Outcome  AcquireOutcome
 	Wait     time.Duration // from the start of the call to its end, attempts included
-	Attempts int           // acquire requests sent (0 when refused before any)
+	Attempts int           // acquire requests sent (0 when refused before any, or when a release by another goroutine of the Client handed the lock over: see HandOffBackend)
 	Fence    int64         // the Lock's fence when acquired, else 0
 	Err      error         // the call's error; nil when acquired
 }

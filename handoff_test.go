@@ -32,6 +32,20 @@ func handOffEnv(t *testing.T) (*memorybackend.Backend, func(name string, opts ..
 	}
 }
 
+// holdWithWaiter takes "k" for ttl with c, and starts a goroutine of c
+// that waits for it, until it waits.
+func holdWithWaiter(t *testing.T, c *fencelock.Client, ttl time.Duration) (holder *fencelock.Lock, waiter <-chan *fencelock.Lock) {
+	t.Helper()
+	holder, err := c.Acquire(context.Background(), "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter = acquireAsync(t, c, "k", ttl)
+	time.Sleep(100 * time.Millisecond)
+	synctest.Wait()
+	return holder, waiter
+}
+
 // handOffShared lets several Clients share the backend (it hides Close).
 type handOffShared struct{ *memorybackend.Backend }
 
@@ -243,13 +257,7 @@ func TestHandOffReplyLost(t *testing.T) {
 		b, client := handOffEnv(t)
 		c := client("c")
 		ctx := context.Background()
-		holder, err := c.Acquire(ctx, "k", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := acquireAsync(t, c, "k", time.Minute)
-		time.Sleep(100 * time.Millisecond)
-		synctest.Wait()
+		holder, got := holdWithWaiter(t, c, time.Minute)
 		b.Inject(memorybackend.Fault{Ops: memorybackend.Release, Times: 1, LoseReply: true})
 		holder.Release(ctx) // the second request finds the hold gone: released
 		lk := <-got
@@ -276,13 +284,7 @@ func TestHandOffDeclined(t *testing.T) {
 		b.DisableHandOff()
 		c := client("c")
 		ctx := context.Background()
-		holder, err := c.Acquire(ctx, "k", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := acquireAsync(t, c, "k", time.Minute)
-		time.Sleep(100 * time.Millisecond)
-		synctest.Wait()
+		holder, got := holdWithWaiter(t, c, time.Minute)
 		releasedAt := time.Now()
 		holder.Release(ctx)
 		lk := <-got

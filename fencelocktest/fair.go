@@ -26,13 +26,7 @@ func init() {
 
 // grantCheck runs check with the backend's FairGranter, or skips it.
 func grantCheck(check func(ctx context.Context, s *suite, fg fencelock.FairGranter)) func(ctx context.Context, s *suite) {
-	return func(ctx context.Context, s *suite) {
-		fg, ok := s.b.(fencelock.FairGranter)
-		if !ok {
-			s.t.Skipf("%T does not implement fencelock.FairGranter (releases that hand the lock to a fair waiter): nothing to check", s.b)
-		}
-		check(ctx, s, fg)
-	}
+	return capabilityCheck("releases that hand the lock to a fair waiter", check)
 }
 
 // A release that frees the lock takes it for the first waiter in line that
@@ -97,13 +91,7 @@ func fairGrant(ctx context.Context, s *suite, fg fencelock.FairGranter) {
 
 // fairCheck runs check with the backend's FairBackend, or skips it.
 func fairCheck(check func(ctx context.Context, s *suite, fb fencelock.FairBackend)) func(ctx context.Context, s *suite) {
-	return func(ctx context.Context, s *suite) {
-		fb, ok := s.b.(fencelock.FairBackend)
-		if !ok {
-			s.t.Skipf("%T does not implement fencelock.FairBackend (WithFairness): nothing to check", s.b)
-		}
-		check(ctx, s, fb)
-	}
+	return capabilityCheck("WithFairness", check)
 }
 
 // fairAcquire makes one fair attempt for token, joining the line (or

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,6 +62,18 @@ var checks = []struct {
 	{"TombstoneAfterRelease", tombstoneAfterRelease},
 	{"ReleaseWithoutTombstoneAllowsNothingElse", releaseWithoutTombstoneAllowsNothingElse},
 	{"FenceFloorRespected", fenceFloorRespected},
+}
+
+// capabilityCheck runs check with the backend as T, an optional interface
+// of a fencelock.Backend, or skips it, naming T and what it offers.
+func capabilityCheck[T any](offers string, check func(ctx context.Context, s *suite, b T)) func(ctx context.Context, s *suite) {
+	return func(ctx context.Context, s *suite) {
+		b, ok := s.b.(T)
+		if !ok {
+			s.t.Skipf("%T does not implement %v (%s): nothing to check", s.b, reflect.TypeFor[T](), offers)
+		}
+		check(ctx, s, b)
+	}
 }
 
 // suite is one check's backend and namespace.

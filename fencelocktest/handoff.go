@@ -27,13 +27,7 @@ func init() {
 
 // handOffCheck runs check with the backend's HandOffBackend, or skips it.
 func handOffCheck(check func(ctx context.Context, s *suite, hb fencelock.HandOffBackend)) func(ctx context.Context, s *suite) {
-	return func(ctx context.Context, s *suite) {
-		hb, ok := s.b.(fencelock.HandOffBackend)
-		if !ok {
-			s.t.Skipf("%T does not implement fencelock.HandOffBackend (releases that hand the lock to a waiter of the same Client): nothing to check", s.b)
-		}
-		check(ctx, s, hb)
-	}
+	return capabilityCheck("releases that hand the lock to a waiter of the same Client", check)
 }
 
 // handOff releases token's hold, handing the lock to next (a new request

@@ -32,13 +32,7 @@ func init() {
 
 // rwCheck runs check with the backend's RWLockBackend, or skips it.
 func rwCheck(check func(ctx context.Context, s *suite, rb fencelock.RWLockBackend)) func(ctx context.Context, s *suite) {
-	return func(ctx context.Context, s *suite) {
-		rb, ok := s.b.(fencelock.RWLockBackend)
-		if !ok {
-			s.t.Skipf("%T does not implement fencelock.RWLockBackend (Client.RWLock): nothing to check", s.b)
-		}
-		check(ctx, s, rb)
-	}
+	return capabilityCheck("Client.RWLock", check)
 }
 
 func rwOps(rb fencelock.RWLockBackend) holdCalls {

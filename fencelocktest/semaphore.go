@@ -31,13 +31,7 @@ func init() {
 
 // semCheck runs check with the backend's SemaphoreBackend, or skips it.
 func semCheck(check func(ctx context.Context, s *suite, sb fencelock.SemaphoreBackend)) func(ctx context.Context, s *suite) {
-	return func(ctx context.Context, s *suite) {
-		sb, ok := s.b.(fencelock.SemaphoreBackend)
-		if !ok {
-			s.t.Skipf("%T does not implement fencelock.SemaphoreBackend (Client.Semaphore): nothing to check", s.b)
-		}
-		check(ctx, s, sb)
-	}
+	return capabilityCheck("Client.Semaphore", check)
 }
 
 // semOps adapts a SemaphoreBackend to the checks shared with read-write

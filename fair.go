@@ -58,7 +58,8 @@ type FairBackend interface {
 // grant is at most FairPlaceLease (and at most req.TTL): a waiter that died
 // in line is granted a lock it will never use, which holds the line up for
 // no longer than its place would have. A waiter whose ttl is longer extends
-// the granted lease at once, in the background.
+// the granted lease in the background, once a third of it has passed (a
+// lock released before that never pays for the extension).
 type FairGranter interface {
 	FairBackend
 
@@ -131,13 +132,26 @@ func (c *Client) checkFair(cfg acquireConfig) error {
 
 // completeGrant extends, in the background, the lease of a lock granted to
 // a fair waiter for less than its ttl (fairGrantLease) to the full ttl, as
-// Refresh does; the caller has the lock meanwhile. It retries while the
-// store cannot be reached, until the lock ends (its local deadline, a
-// release, Close). Close waits for it.
+// Refresh does; the caller has the lock meanwhile. It waits first for a
+// third of what is left of the granted lease: in a busy line most locks
+// are released before that, and then need no second round trip (issue 9:
+// the extension was one of the two scripts of every fair hand-off). It
+// retries while the store cannot be reached, until the lock ends (its local
+// deadline, a release, Close). Close waits for it.
 func (c *Client) completeGrant(lk *Lock, ttl time.Duration) {
 	end := c.ops.begin()
 	go func() {
 		defer end()
+		first := time.NewTimer(time.Until(lk.Deadline()) / 3)
+		select {
+		case <-lk.Done():
+			first.Stop()
+			return
+		case <-c.closeCtx.Done():
+			first.Stop()
+			return
+		case <-first.C:
+		}
 		pause := min(fairGrantLease(ttl)/8, 100*time.Millisecond)
 		for {
 			lk.mu.Lock()

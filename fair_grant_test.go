@@ -181,8 +181,9 @@ func TestFairGrantNoticeLost(t *testing.T) {
 }
 
 // A waiter with a ttl longer than FairPlaceLease is granted FairPlaceLease,
-// and extends it to its ttl at once, in the background: without automatic
-// renewal it still holds the lock for its whole ttl.
+// and extends it to its ttl in the background once a third of the granted
+// lease has passed: without automatic renewal it still holds the lock for
+// its whole ttl.
 func TestFairGrantLongTTLIsExtended(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, client := grantEnv(t)
@@ -203,8 +204,14 @@ func TestFairGrantLongTTLIsExtended(t *testing.T) {
 			t.FailNow()
 		}
 		synctest.Wait()
+		if n := b.Calls(memorybackend.Renew).Applied - renews; n != 0 {
+			t.Fatalf("%d renewals at the grant, want none before a third of the granted lease", n)
+		}
+		granted := lk.Deadline().Sub(releasedAt)
+		time.Sleep(granted/3 + time.Millisecond)
+		synctest.Wait()
 		if n := b.Calls(memorybackend.Renew).Applied - renews; n != 1 {
-			t.Fatalf("%d renewals after the grant, want 1", n)
+			t.Fatalf("%d renewals a third of the granted lease (%v) after the grant, want 1", n, granted)
 		}
 		if d := lk.Deadline().Sub(releasedAt); d < ttl-ttl/10 {
 			t.Fatalf("deadline %v after the grant, want about the ttl %v", d, ttl)
@@ -215,6 +222,37 @@ func TestFairGrantLongTTLIsExtended(t *testing.T) {
 		}
 		if err := lk.Release(ctx); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// A granted lock released before a third of its granted lease has passed
+// is never extended: the hand-off costs the release's script alone.
+func TestFairGrantShortHoldIsNotExtended(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := grantEnv(t)
+		ctx := context.Background()
+		holder, err := client("h").Acquire(ctx, "k", time.Second, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := acquireAsync(t, client("w"), "k", 30*time.Second, fencelock.WithFairness())
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		renews := b.Calls(memorybackend.Renew).Applied
+		holder.Release(ctx)
+		lk := <-got
+		if lk == nil {
+			t.FailNow()
+		}
+		time.Sleep(100 * time.Millisecond) // the critical section
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(fencelock.FairPlaceLease)
+		synctest.Wait()
+		if n := b.Calls(memorybackend.Renew).Applied - renews; n != 0 {
+			t.Fatalf("%d renewals of a granted lock held for 100ms, want none", n)
 		}
 	})
 }

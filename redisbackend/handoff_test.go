@@ -25,7 +25,15 @@ func TestHandOffCommands(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
-	c := fencelock.New(redisbackend.New(rdb))
+	waiting := make(chan struct{}, 1) // the waiter lined up
+	c := fencelock.New(redisbackend.New(rdb), fencelock.WithHooks(fencelock.Hooks{
+		WaitStart: func(context.Context, fencelock.WaitEvent) {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		},
+	}))
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	// Load the scripts (EVAL) before counting.
@@ -47,7 +55,11 @@ func TestHandOffCommands(t *testing.T) {
 		}
 		got <- lk
 	}()
-	time.Sleep(200 * time.Millisecond) // the waiter lines up; it has nothing to attempt
+	select {
+	case <-waiting: // lined up; it has nothing to attempt
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not begin to wait within 30s")
+	}
 	if calls := commandCalls(t, rdb); calls["evalsha"] != 0 {
 		t.Fatalf("commands while the Client held the lock: %s; want no script run (the waiter waits for its Client's release)", fmtCalls(calls))
 	}

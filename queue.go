@@ -35,7 +35,6 @@ type place struct {
 	offered bool // a release that may hand the lock to this place is in flight
 	unsure  bool // such a release failed: the waiter's token may hold the lock
 	closed  bool // the waiter is leaving: no more offers
-	holding bool // the waiter left with the lock
 }
 
 // isHead reports whether w's turn has come.
@@ -75,7 +74,7 @@ func (q *waitQueues) join(key string, req AcquireRequest) *place {
 func (q *waitQueues) leave(key string, w *place, acquired bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	w.closed, w.holding = true, acquired
+	w.closed = true
 	line := q.lines[key]
 	for i, x := range line {
 		if x != w {

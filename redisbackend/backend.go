@@ -138,16 +138,8 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 
 // Release implements fencelock.Backend.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	if b.optErr != nil {
-		return fencelock.ReleaseResult{}, b.optErr
-	}
-	if err := checkNames(req.Namespace, req.Key); err != nil {
+	if err := b.checkRelease(req); err != nil {
 		return fencelock.ReleaseResult{}, err
-	}
-	if req.Tombstone > 0 {
-		if err := checkLease("tombstone", req.Tombstone); err != nil {
-			return fencelock.ReleaseResult{}, err
-		}
 	}
 	k := keysFor(req.Namespace, req.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
@@ -172,10 +164,7 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 		res, err := b.Release(ctx, req)
 		return res, fencelock.AcquireResult{}, err
 	}
-	if b.optErr != nil {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, b.optErr
-	}
-	if err := checkNames(req.Namespace, req.Key); err != nil {
+	if err := b.checkRelease(req); err != nil {
 		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
 	}
 	if next.Namespace != req.Namespace || next.Key != req.Key || next.Owner != next.Token || next.Token == "" {
@@ -185,11 +174,6 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 	}
 	if err := checkLease("ttl", next.TTL); err != nil {
 		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
-	}
-	if req.Tombstone > 0 {
-		if err := checkLease("tombstone", req.Tombstone); err != nil {
-			return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
-		}
 	}
 	k := keysFor(req.Namespace, req.Key)
 	type both struct {
@@ -218,6 +202,20 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 		return r, nil
 	})
 	return r.rel, r.acq, err
+}
+
+// checkRelease refuses a release request the scripts cannot take.
+func (b *Backend) checkRelease(req fencelock.ReleaseRequest) error {
+	if b.optErr != nil {
+		return b.optErr
+	}
+	if err := checkNames(req.Namespace, req.Key); err != nil {
+		return err
+	}
+	if req.Tombstone > 0 {
+		return checkLease("tombstone", req.Tombstone)
+	}
+	return nil
 }
 
 // Renew implements fencelock.Backend: one pipelined round trip for the

@@ -103,8 +103,12 @@ type NotAcquiredError struct {
 	Attempts  int           // acquire attempts made
 	Waited    time.Duration // time spent, including the attempts
 	HolderTTL time.Duration // the holder's remaining lease at the last attempt, if known
-	Cause     error         // why waiting ended: ctx.Err(), ErrClosed, or nil when WithWait elapsed or for TryAcquire
-	LastErr   error         // a backend error seen while waiting, before the lock was last found held
+	// HeldHere reports that another call of the same Client held the lock
+	// when waiting ended: the waiter waited for its release without asking
+	// the store (see HandOffBackend).
+	HeldHere bool
+	Cause    error // why waiting ended: ctx.Err(), ErrClosed, or nil when WithWait elapsed or for TryAcquire
+	LastErr  error // a backend error seen while waiting, before the lock was last found held
 }
 
 // Error says which lock was not acquired, after how long, and why.
@@ -115,6 +119,9 @@ func (e *NotAcquiredError) Error() string {
 	}
 	if e.HolderTTL > 0 {
 		msg += fmt.Sprintf(" (holder's lease ends in %v)", e.HolderTTL.Round(time.Millisecond))
+	}
+	if e.HeldHere {
+		msg += " (held by another call of this Client)"
 	}
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()

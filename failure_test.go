@@ -107,8 +107,9 @@ func TestServerDown(t *testing.T) {
 	if _, err := c.Acquire(short(), "down-other", time.Second); !errors.Is(err, fencelock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fencelock.ErrNotAcquired) {
 		t.Fatalf("Acquire with the server down: %v, want ErrUnavailable and DeadlineExceeded, not ErrNotAcquired", err)
 	}
-	if _, err := c.Acquire(short(), "down", time.Second); !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Acquire of the key this Client holds, with the server down: %v, want ErrNotAcquired (held here) and DeadlineExceeded", err)
+	var heldHere *fencelock.NotAcquiredError
+	if _, err := c.Acquire(short(), "down", time.Second); !errors.As(err, &heldHere) || !heldHere.HeldHere || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire of the key this Client holds, with the server down: %v, want ErrNotAcquired with HeldHere and DeadlineExceeded", err)
 	}
 	if err := c.Do(short(), "down", time.Second, func(context.Context, *fencelock.Lock) error { return nil }); err == nil {
 		t.Fatal("Do with the server down succeeded")

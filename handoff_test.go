@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -298,5 +299,30 @@ func TestHandOffDeclined(t *testing.T) {
 			t.Fatalf("%d acquire attempts, want 2 (the holder's, the waiter's after the release)", n)
 		}
 		lk.Release(ctx)
+	})
+}
+
+// A wait for a lock that another call of the same Client holds makes no
+// attempt, and when it ends, its error says so.
+func TestHandOffWaitEndsHeldHere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := handOffEnv(t)
+		c := client("c")
+		if _, err := c.Acquire(context.Background(), "k", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := c.Acquire(ctx, "k", time.Minute)
+		var na *fencelock.NotAcquiredError
+		if !errors.As(err, &na) || !na.HeldHere || na.Attempts != 0 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire of a key its Client holds: %#v (%v), want NotAcquiredError with HeldHere, no attempt, DeadlineExceeded", na, err)
+		}
+		if !strings.Contains(err.Error(), "held by another call of this Client") {
+			t.Fatalf("message %q does not say who holds the lock", err)
+		}
+		if n := b.Calls(memorybackend.Acquire).Attempted; n != 1 {
+			t.Fatalf("%d acquire attempts, want only the holder's", n)
+		}
 	})
 }

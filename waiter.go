@@ -408,6 +408,7 @@ func (w *waiter) giveUp() error {
 			Attempts:  w.attempts,
 			Waited:    time.Since(w.start),
 			HolderTTL: w.holderTTL,
+			HeldHere:  w.heldHere(),
 			Cause:     cause,
 			LastErr:   w.lastErr,
 		}

@@ -224,19 +224,23 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	if b.optErr != nil {
 		return nil, b.optErr
 	}
-	calls := make([]call, len(reqs))
-	for i, r := range reqs {
+	for _, r := range reqs {
 		if err := checkLease("ttl", r.TTL); err != nil {
 			return nil, err
 		}
+	}
+	if _, single := b.rdb.(*redis.Client); single && b.ack == nil && len(reqs) > 1 {
+		return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
+			return b.renewMany(ctx, reqs)
+		})
+	}
+	calls := make([]call, len(reqs))
+	for i, r := range reqs {
 		calls[i] = call{keys: []string{lockKeyOf(r.Namespace, r.Key)}, args: []any{r.Token, ms(r.TTL)}}
 	}
 	return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
 		if b.ack != nil {
 			return b.renewAcked(ctx, calls), nil
-		}
-		if _, single := b.rdb.(*redis.Client); single && len(calls) > 1 {
-			return b.renewMany(ctx, calls)
 		}
 		results := make([]fencelock.RenewResult, len(reqs))
 		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
@@ -251,21 +255,21 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 // renewMany renews a batch on a single node in one script run
 // (renewManyScript). An error of the whole call (the server did not answer)
 // is the batch's; a lock whose commands failed has its own.
-func (b *Backend) renewMany(ctx context.Context, calls []call) ([]fencelock.RenewResult, error) {
-	keys := make([]string, len(calls))
-	args := make([]any, 0, 2*len(calls))
-	for i, c := range calls {
-		keys[i] = c.keys[0]
-		args = append(args, c.args...)
+func (b *Backend) renewMany(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+	keys := make([]string, len(reqs))
+	args := make([]any, 0, 2*len(reqs))
+	for i, r := range reqs {
+		keys[i] = lockKeyOf(r.Namespace, r.Key)
+		args = append(args, r.Token, ms(r.TTL))
 	}
 	vals, err := b.scripts.run(ctx, b.rdb, renewManyScript, keys, args...).Slice()
 	if err != nil {
 		return nil, classify(err)
 	}
-	if len(vals) != len(calls) {
-		return nil, fmt.Errorf("redisbackend: renewal script returned %d results for %d locks", len(vals), len(calls))
+	if len(vals) != len(reqs) {
+		return nil, fmt.Errorf("redisbackend: renewal script returned %d results for %d locks", len(vals), len(reqs))
 	}
-	results := make([]fencelock.RenewResult, len(calls))
+	results := make([]fencelock.RenewResult, len(reqs))
 	for i, v := range vals {
 		switch v := v.(type) {
 		case int64:

@@ -104,7 +104,7 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	req.FenceFloor = c.maxFence.Load()
 	sent := now()
 	deadline := c.leaseEnd(sent, req.TTL)
-	actx, cancel := context.WithDeadlineCause(ctx, deadline, errReplyTooLate)
+	actx, cancel := boundBy(ctx, deadline, errReplyTooLate)
 	var res AcquireResult
 	var err error
 	switch {
@@ -160,7 +160,9 @@ func (c *Client) hold(req AcquireRequest, cfg acquireConfig, res AcquireResult, 
 		lk.end(fmt.Errorf("%w: %w", ErrReleased, ErrClosed))
 		return nil, err
 	}
-	c.log.Debug("fencelock: acquired", "key", req.Key, "fence", res.Fence,
-		"token", shortToken(req.Token), "holds", res.Holds, "ttl", req.TTL)
+	if c.debugEnabled() {
+		c.log.Debug("fencelock: acquired", "key", req.Key, "fence", res.Fence,
+			"token", shortToken(req.Token), "holds", res.Holds, "ttl", req.TTL)
+	}
 	return lk, nil
 }

@@ -19,6 +19,7 @@ type Client struct {
 	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
 	granter  FairGranter     // nil when its releases do not hand the lock to fair waiters
 	handOff  HandOffBackend  // nil when its releases cannot hand the lock to a waiter
+	plain    holdOps         // the plain lock's calls: plainOps of backend, boxed once
 	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
 	cfg      clientConfig
 	log      *slog.Logger
@@ -53,14 +54,14 @@ func New(b Backend, opts ...Option) *Client {
 			opt(&cfg)
 		}
 	}
-	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks)}
+	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks), plain: plainOps{b}}
 	c.notifier, _ = b.(ReleaseNotifier)
 	c.fair, _ = b.(FairBackend)
 	c.granter, _ = b.(FairGranter)
 	c.handOff, _ = b.(HandOffBackend)
 	c.prims = newPrimitives(b)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
-	c.ops.idle = sync.NewCond(&c.ops.mu)
+	c.ops.init()
 	c.leases = newLeaseKeeper(c)
 	c.releaser = newReleaser(c)
 	return c
@@ -118,23 +119,36 @@ func (c *Client) Close() error {
 }
 
 // opCounter counts calls in progress. Unlike a WaitGroup, it may count up
-// while someone waits for it to reach zero.
+// while someone waits for it to reach zero. Counting is atomic, and end is
+// made once (init), so that the acquire and release paths neither allocate
+// nor take a lock shared by every goroutine of the Client for it; the mutex
+// is taken only when the count reaches zero, to wake wait.
 type opCounter struct {
-	mu   sync.Mutex
-	n    int
-	idle *sync.Cond
+	n     atomic.Int64
+	mu    sync.Mutex
+	idle  sync.Cond
+	endFn func()
+}
+
+// init prepares o for use.
+func (o *opCounter) init() {
+	o.idle.L = &o.mu
+	o.endFn = o.end
 }
 
 // begin counts a call in; it returns end, which counts it out.
 func (o *opCounter) begin() (end func()) {
-	o.mu.Lock()
-	o.n++
-	o.mu.Unlock()
-	return func() {
+	o.n.Add(1)
+	return o.endFn
+}
+
+// end counts a call out.
+func (o *opCounter) end() {
+	if o.n.Add(-1) == 0 {
+		// wait checks the count and sleeps under mu: broadcasting under
+		// it too, a wake-up cannot fall between the two.
 		o.mu.Lock()
-		if o.n--; o.n == 0 {
-			o.idle.Broadcast()
-		}
+		o.idle.Broadcast()
 		o.mu.Unlock()
 	}
 }
@@ -142,7 +156,7 @@ func (o *opCounter) begin() (end func()) {
 // wait returns when no call is in progress.
 func (o *opCounter) wait() {
 	o.mu.Lock()
-	for o.n > 0 {
+	for o.n.Load() > 0 {
 		o.idle.Wait()
 	}
 	o.mu.Unlock()
@@ -163,6 +177,27 @@ func (c *Client) detached(ctx context.Context) (context.Context, context.CancelF
 		return ctx, func() {}
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+}
+
+// boundBy returns ctx bounded by deadline, with cause as the cause of its
+// end then (nil: context.DeadlineExceeded). When ctx already ends by then,
+// it returns ctx itself: no context, no timer, on the path every
+// acquisition and release takes with a request context.
+func boundBy(ctx context.Context, deadline time.Time, cause error) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		return ctx, func() {}
+	}
+	if cause == nil {
+		return context.WithDeadline(ctx, deadline)
+	}
+	return context.WithDeadlineCause(ctx, deadline, cause)
+}
+
+// debugEnabled reports whether the Client's logger records debug messages:
+// the acquire and release paths build their debug attributes only then,
+// since boxing them costs allocations on every call even when discarded.
+func (c *Client) debugEnabled() bool {
+	return c.log.Enabled(context.Background(), slog.LevelDebug)
 }
 
 // unavailable is the error of a call that got no answer from the backend:

@@ -49,7 +49,7 @@ func (l *Lock) holdOps() holdOps {
 	if l.ops != nil {
 		return l.ops
 	}
-	return plainOps{l.client.backend}
+	return l.client.plain
 }
 
 // plainOps are the plain lock's calls: the Backend's own.
@@ -72,7 +72,7 @@ func (c *Client) opsOr(ops holdOps) holdOps {
 	if ops != nil {
 		return ops
 	}
-	return plainOps{c.backend}
+	return c.plain
 }
 
 // renewHolds sends the renewals reqs of locks (in the same order). When the

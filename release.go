@@ -98,8 +98,10 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		if res.Remaining == 0 && l.ops == nil {
 			c.queues.released(l.ref.Key)
 		}
-		c.log.Debug("fencelock: released", "key", l.ref.Key, "fence", l.fence,
-			"token", shortToken(l.ref.Token), "holds_left", res.Remaining)
+		if c.debugEnabled() {
+			c.log.Debug("fencelock: released", "key", l.ref.Key, "fence", l.fence,
+				"token", shortToken(l.ref.Token), "holds_left", res.Remaining)
+		}
 		return nil
 	}
 }
@@ -139,7 +141,7 @@ func (c *Client) sendReleaseTo(ctx context.Context, ops holdOps, req ReleaseRequ
 	var lastErr error
 	for try := 1; try <= releaseAttempts; try++ {
 		sent := now()
-		actx, acancel := context.WithTimeout(ctx, releaseAttemptTimeout)
+		actx, acancel := boundBy(ctx, time.Now().Add(releaseAttemptTimeout), nil)
 		var res ReleaseResult
 		var err error
 		if offer != nil {

@@ -38,15 +38,22 @@ type pendingCall struct {
 
 // run runs one script call, possibly in a pipeline with others.
 func (c *coalescer) run(ctx context.Context, s script, keys []string, args ...any) *redis.Cmd {
-	p := &pendingCall{ctx: ctx, s: s, keys: keys, args: args, done: make(chan struct{})}
 	c.mu.Lock()
 	if c.flushers < c.maxFlushers {
+		// Alone: no pendingCall to make, nobody waits on this call.
 		c.flushers++
 		c.mu.Unlock()
-		c.send([]*pendingCall{p})
-		return p.cmd
+		var cmd *redis.Cmd
+		if err := ctx.Err(); err != nil {
+			cmd = redis.NewCmd(ctx)
+			cmd.SetErr(err)
+		} else {
+			cmd = c.scripts.run(ctx, c.rdb, s, keys, args...)
+		}
+		c.passTurn()
+		return cmd
 	}
-	p.lead = make(chan struct{})
+	p := &pendingCall{ctx: ctx, s: s, keys: keys, args: args, done: make(chan struct{}), lead: make(chan struct{})}
 	c.queue = append(c.queue, p)
 	c.mu.Unlock()
 
@@ -66,6 +73,12 @@ func (c *coalescer) send(batch []*pendingCall) {
 	for _, p := range batch {
 		close(p.done)
 	}
+	c.passTurn()
+}
+
+// passTurn hands the sending turn of a call that has its reply to the
+// first queued call, or gives it up.
+func (c *coalescer) passTurn() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) > 0 {

@@ -80,16 +80,35 @@ func lockKeyOf(namespace, key string) string {
 	return namespace + ":{" + key + "}:lock"
 }
 
+//
+// The names are slices of one string, made with one allocation: every
+// acquire and release makes them.
 func keysFor(namespace, key string) lockKeys {
-	base := "{" + key + "}"
+	const lock, fence, channel = ":lock", ":fence", ":released"
+	n := len(key) + 2 // {key}
 	if namespace != "" {
-		base = namespace + ":" + base
+		n += len(namespace) + 1
 	}
+	var b strings.Builder
+	b.Grow(3*n + len(lock) + len(fence) + len(channel))
+	for _, suffix := range [...]string{lock, fence, channel} {
+		if namespace != "" {
+			b.WriteString(namespace)
+			b.WriteByte(':')
+		}
+		b.WriteByte('{')
+		b.WriteString(key)
+		b.WriteByte('}')
+		b.WriteString(suffix)
+	}
+	all := b.String()
+	lockEnd := n + len(lock)
+	fenceEnd := lockEnd + n + len(fence)
 	return lockKeys{
-		base:    base,
-		lock:    base + ":lock",
-		fence:   base + ":fence",
-		channel: base + ":released",
+		base:    all[:n],
+		lock:    all[:lockEnd],
+		fence:   all[lockEnd:fenceEnd],
+		channel: all[fenceEnd:],
 	}
 }
 
@@ -103,6 +122,20 @@ func (k lockKeys) queue() string     { return k.base + ":queue" }
 func (k lockKeys) queueEnds() string { return k.base + ":queue:ends" }
 
 // releaseKeys are the KEYS of the release script for token.
+// The three names it adds are slices of one string, as in keysFor.
 func (k lockKeys) releaseKeys(token string) []string {
-	return []string{k.lock, k.tombstone(token), k.queue(), k.queueEnds(), k.fence}
+	const tombstone, queue, queueEnds = ":tombstone:", ":queue", ":queue:ends"
+	var b strings.Builder
+	b.Grow(3*len(k.base) + len(tombstone) + len(token) + len(queue) + len(queueEnds))
+	b.WriteString(k.base)
+	b.WriteString(tombstone)
+	b.WriteString(token)
+	tombstoneEnd := b.Len()
+	b.WriteString(k.base)
+	b.WriteString(queue)
+	queueEnd := b.Len()
+	b.WriteString(k.base)
+	b.WriteString(queueEnds)
+	all := b.String()
+	return []string{k.lock, all[:tombstoneEnd], all[tombstoneEnd:queueEnd], all[queueEnd:], k.fence}
 }

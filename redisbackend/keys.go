@@ -80,9 +80,9 @@ func lockKeyOf(namespace, key string) string {
 	return namespace + ":{" + key + "}:lock"
 }
 
-//
-// The names are slices of one string, made with one allocation: every
-// acquire and release makes them.
+// keysFor returns the names of the lock key in namespace. They are slices
+// of one string, made with one allocation: every acquire and release makes
+// them.
 func keysFor(namespace, key string) lockKeys {
 	const lock, fence, channel = ":lock", ":fence", ":released"
 	n := len(key) + 2 // {key}

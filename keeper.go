@@ -46,14 +46,15 @@ type leaseKeeper struct {
 	epoch time.Time
 
 	mu        sync.Mutex
-	sched     schedule  // every watched lock, with Lock.slot
-	accepting bool      // false once Close has begun releasing
-	wakeAt    int64     // when the loop will look again, unless woken
-	pending   []*Lock   // the renewal batch being gathered by the loop
-	queue     [][]*Lock // batches waiting for a worker, oldest first
-	workers   int       // worker goroutines running
-	stalled   int       // of those, how many wait for a batch that counts as stalled (send)
-	idle      int       // of those, how many wait for work (workerLinger) unclaimed
+	sched     schedule         // every watched lock, with Lock.slot
+	byToken   map[string]*Lock // every watched lock, by its token, until it ends: see find
+	accepting bool             // false once Close has begun releasing
+	wakeAt    int64            // when the loop will look again, unless woken
+	pending   []*Lock          // the renewal batch being gathered by the loop
+	queue     [][]*Lock        // batches waiting for a worker, oldest first
+	workers   int              // worker goroutines running
+	stalled   int              // of those, how many wait for a batch that counts as stalled (send)
+	idle      int              // of those, how many wait for work (workerLinger) unclaimed
 
 	wake chan struct{} // buffered: a pending "look again"
 	work chan struct{} // buffered: a claim on an idle worker (spawnLocked), one per idle decrement
@@ -111,6 +112,7 @@ func newLeaseKeeper(c *Client) *leaseKeeper {
 		c:         c,
 		epoch:     time.Now(),
 		accepting: true,
+		byToken:   make(map[string]*Lock),
 		wake:      make(chan struct{}, 1),
 		work:      make(chan struct{}, maxStalledWorkers),
 		quit:      make(chan struct{}),
@@ -140,6 +142,7 @@ func (k *leaseKeeper) add(l *Lock) error {
 	l.mu.Unlock()
 	l.schedRenewal = renewal
 	k.sched.push(l, at)
+	k.byToken[l.ref.Token] = l
 	if at < k.wakeAt {
 		k.poke()
 	}
@@ -150,7 +153,24 @@ func (k *leaseKeeper) add(l *Lock) error {
 func (k *leaseKeeper) remove(l *Lock) {
 	k.mu.Lock()
 	k.sched.remove(l)
+	if k.byToken[l.ref.Token] == l {
+		delete(k.byToken, l.ref.Token)
+	}
 	k.mu.Unlock()
+}
+
+// find returns the Lock of this Client that holds ref, or nil: for
+// ReleaseToken and ForceRelease, which release a hold by its token and end
+// its *Lock at once when it is here (its waiters would otherwise wait for
+// it to learn of the loss at its next renewal, or its lease deadline).
+// A Lock whose Release has begun is no longer found.
+func (k *leaseKeeper) find(ref LockRef) *Lock {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l := k.byToken[ref.Token]; l != nil && l.ref == ref {
+		return l
+	}
+	return nil
 }
 
 // reschedule moves l to its next event after its lease changed (a renewal

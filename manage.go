@@ -119,9 +119,11 @@ func (c *Client) checkKey(op, key string) error {
 // confirmed; unlike Lock.Release it is not retried in the background, so
 // the caller can decide.
 //
-// A *Lock for the same hold, in this process or another, learns that the
-// hold is gone at its next renewal (or its lease deadline), and is then lost
-// (ErrLost): release through the *Lock when you have it.
+// A *Lock of this Client for the same hold ends at once, lost (ErrLost,
+// LostGone), and this Client's waiters for the key go ahead; a *Lock of
+// another Client or process learns that the hold is gone at its next
+// renewal (or its lease deadline), and is then lost. Release through the
+// *Lock when you have it.
 func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining int, err error) {
 	if c == nil {
 		return 0, errNilClient
@@ -135,18 +137,30 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 	}
 	// The hold's deadline is unknown here, so a retry that finds nothing
 	// after a lost reply is reported as ErrNotHeld, never guessed released.
-	res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: c.ref(key, token)}, time.Time{})
+	ref := c.ref(key, token)
+	res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, time.Time{})
 	switch {
 	case err != nil:
 		return 0, err
 	case !res.Held:
 		return 0, lockError("release", key, ErrNotHeld)
 	}
+	c.endHere(ref, "released by its token (Client.ReleaseToken), not through the *Lock")
 	if res.Remaining == 0 {
 		c.queues.released(key)
 	}
 	c.log.Info("fencelock: released by token", "key", key, "token", shortToken(token), "holds_left", res.Remaining)
 	return res.Remaining, nil
+}
+
+// endHere ends this Client's *Lock for the hold ref, if it has one, as
+// lost: the hold was released by its token, not through the *Lock. Its
+// end also lets the Client's waiters for the key attempt again (they make
+// none while the Client holds the key).
+func (c *Client) endHere(ref LockRef, reason string) {
+	if lk := c.leases.find(ref); lk != nil {
+		lk.lose(LostGone, reason, false)
+	}
 }
 
 // maxForceRounds bounds ForceRelease's rounds of inspect-and-release: a
@@ -161,7 +175,8 @@ const maxForceRounds = 5
 // holder took meanwhile, and it leaves the fence counter alone: the next
 // acquisition still gets a larger fence, and the holder that was forced
 // out, if it is still running, has its writes refused by the fencing check.
-// That holder's *Lock is lost at its next renewal.
+// That holder's *Lock ends at once, lost (ErrLost, LostGone), when it is of
+// this Client; of another Client or process, at its next renewal.
 //
 // It returns the state the lock had before (Held false: it was free, and
 // nothing was done). It needs a backend that implements LockInspector
@@ -204,8 +219,13 @@ func (c *Client) ForceRelease(ctx context.Context, key, reason string) (LockInfo
 		for _, h := range info.Holds {
 			// A hold that lapsed or was released since the inspection is
 			// simply not found: that is what we want.
-			if _, err := c.sendRelease(ctx, ReleaseRequest{LockRef: c.ref(key, h.Token)}, time.Time{}); err != nil {
+			ref := c.ref(key, h.Token)
+			res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, time.Time{})
+			if err != nil {
 				return before, err
+			}
+			if res.Held {
+				c.endHere(ref, "force-released (Client.ForceRelease): "+reason)
 			}
 		}
 	}

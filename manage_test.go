@@ -3,8 +3,10 @@ package fencelock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -221,4 +223,84 @@ func TestManageUnsupported(t *testing.T) {
 			t.Error("still held after ReleaseToken")
 		}
 	})
+}
+
+// ReleaseToken and ForceRelease of a hold whose *Lock is of the same
+// Client end that *Lock at once (lost, LostGone), and so let the Client's
+// waiters for the key go ahead: while the Client holds a key its waiters
+// make no attempt, so before, they waited for the *Lock to learn of the
+// loss at its next renewal (here 20s away), against a real redis-server.
+func TestReleaseByTokenEndsLockOfSameClient(t *testing.T) {
+	_, rdb := startRedis(t)
+	var losses atomic.Int64
+	waiting := make(chan string, 1)
+	c := newClient(t, rdb, fencelock.WithHooks(fencelock.Hooks{
+		WaitStart: func(_ context.Context, e fencelock.WaitEvent) { waiting <- e.Key },
+		Lost: func(e fencelock.LostEvent) {
+			if e.Reason == fencelock.LostGone {
+				losses.Add(1)
+			}
+		},
+	}))
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	for _, tc := range []struct {
+		name    string
+		release func(lk *fencelock.Lock) error
+	}{
+		{"ReleaseToken", func(lk *fencelock.Lock) error {
+			_, err := c.ReleaseToken(ctx, lk.Key(), lk.Token())
+			return err
+		}},
+		{"ForceRelease", func(lk *fencelock.Lock) error {
+			_, err := c.ForceRelease(ctx, lk.Key(), "test")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "same-client-" + tc.name
+			lk, err := c.TryAcquire(ctx, key, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan error, 1)
+			go func() {
+				w, err := c.Acquire(ctx, key, 10*time.Second)
+				if err == nil {
+					if w.Fence() <= lk.Fence() {
+						err = fmt.Errorf("the waiter's fence %d is not above the released holder's %d", w.Fence(), lk.Fence())
+					}
+					w.Release(ctx)
+				}
+				waited <- err
+			}()
+			<-waiting // the waiter is in the Client's line, behind the *Lock
+			lost := losses.Load()
+			if err := tc.release(lk); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-lk.Done():
+			default:
+				t.Fatalf("the *Lock was not ended when %s returned", tc.name)
+			}
+			if !errors.Is(lk.Err(), fencelock.ErrLost) {
+				t.Errorf("Err = %v, want ErrLost", lk.Err())
+			}
+			if losses.Load() != lost+1 {
+				t.Errorf("Lost hooks with LostGone: %d, want 1", losses.Load()-lost)
+			}
+			select {
+			case err := <-waited:
+				if err != nil {
+					t.Fatalf("waiter: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the waiter of the same Client did not get the lock after the release (the *Lock's renewal was 20s away)")
+			}
+			if err := lk.Release(ctx); !errors.Is(err, fencelock.ErrNotHeld) {
+				t.Errorf("Release of the ended *Lock: %v, want ErrNotHeld", err)
+			}
+		})
+	}
 }

@@ -114,7 +114,16 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if rep.Backend != "" {
 		on = rep.Backend + " (the checks and the fenced store on " + rep.Redis + ")"
 	}
-	fmt.Fprintf(w, "fencelock demo: %d worker processes contend for one lock on %s\n\n", rep.Workers, on)
+	// The fair, primitive and failover scenarios run worker counts of
+	// their own (--workers sets the others'): the header names a count
+	// only when every scenario shown ran it.
+	who := fmt.Sprintf("%d worker processes contend", rep.Workers)
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool {
+		return r.Status != StatusSkip && (r.Workers != rep.Workers || r.Fair != nil || r.Prim != nil)
+	}) {
+		who = "worker processes (how many: the workers row) contend"
+	}
+	fmt.Fprintf(w, "fencelock demo: %s for one lock on %s\n\n", who, on)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(label string, f func(r *Result) string) {
 		cells := []string{label}

@@ -236,12 +236,21 @@ var releaseScript = newScript(holdsOf + `
 local lock, token = KEYS[1], ARGV[1]
 local hold = 't:' .. token
 local ends, others, waited = holds_of(lock, hold)
--- The uncontended case, before any other helper is defined: a lone hold
--- that nobody waited for, no tombstone to set, no waiter to hand it to.
--- (While the key exists, a lone hold's lease runs: see below.)
-if ends and #others == 0 and not waited and ARGV[3] == '0' and not ARGV[5] then
+-- The common cases, before any other helper is defined: a lone hold that
+-- nobody waited for, and no tombstone to set. (While the key exists, a
+-- lone hold's lease runs: see below.) The lock is freed and, with a next
+-- request, taken for it unless that request was given up (its tombstone).
+if ends and #others == 0 and not waited and ARGV[3] == '0' then
   redis.call('DEL', lock)
-  return 0
+  if not ARGV[5] then
+    return 0
+  end
+  if redis.call('EXISTS', KEYS[6]) == 1 then
+    return {0, 0}
+  end
+` + takeFunctions + `
+  local taken = take(lock, KEYS[5], ARGV[5], 't:' .. ARGV[5], now_us(), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[4]), ARGV[8])
+  return {0, taken[2]}
 end
 ` + prelude + queueFunctions + grantFunctions + `
 local tombstone, queue, queueEnds, counter = KEYS[2], KEYS[3], KEYS[4], KEYS[5]

@@ -171,29 +171,12 @@ func (r *runner) runFair(ctx context.Context, sc Scenario) *Result {
 		r.secrets.scrubResult(res)
 	}()
 
-	ns := fmt.Sprintf("fencelock-demo:%s:%s", r.runID, sc.Name)
-	keys := keysFor(ns, lockKey)
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := scanDelete(cctx, r.rdb, ns+":*"); err != nil {
-			res.Notes = append(res.Notes, "could not remove the demo's keys: "+err.Error())
-		}
-	}()
-	scfg, storeName := r.storeFor(sc, ns)
-	res.Store = storeName
-	store, err := openStore(ctx, scfg, r.rdb, true)
+	ns, scfg, store, teardown, err := r.setUpScenario(ctx, sc, res)
 	if err != nil {
-		return res.fail("setting up the %s store: %v", scfg.Kind, err)
+		return res.fail("%v", err)
 	}
-	defer func() {
-		if store.drop != nil && scfg.Kind == StorePostgres {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			store.drop(dctx)
-			cancel()
-		}
-		store.close()
-	}()
+	defer teardown()
+	keys := keysFor(ns, lockKey)
 	if err := r.rdb.Set(ctx, keys.epoch, "1", 0).Err(); err != nil {
 		return res.fail("setting up keys: %v", err)
 	}

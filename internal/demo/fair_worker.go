@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -37,26 +36,7 @@ type fairWorkerConfig struct {
 func (w *worker) runFair(ctx context.Context, stdin io.Reader) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmds := make(chan string)
-	go func() {
-		defer cancel()
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			select {
-			case cmds <- strings.TrimSpace(sc.Text()):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	next := func() (string, bool) {
-		select {
-		case c := <-cmds:
-			return c, true
-		case <-ctx.Done():
-			return "", false
-		}
-	}
+	_, next := masterCommands(ctx, cancel, stdin)
 
 	n := w.cfg.Fair.Goroutines
 	iters := make([]int, n) // per goroutine, across runs: (worker, iter) stays unique

@@ -252,28 +252,11 @@ func (r *runner) runPrim(ctx context.Context, sc Scenario) *Result {
 		r.secrets.scrubResult(res)
 	}()
 
-	ns := fmt.Sprintf("fencelock-demo:%s:%s", r.runID, sc.Name)
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := scanDelete(cctx, r.rdb, ns+":*"); err != nil {
-			res.Notes = append(res.Notes, "could not remove the demo's keys: "+err.Error())
-		}
-	}()
-	scfg, storeName := r.storeFor(sc, ns)
-	res.Store = storeName
-	store, err := openStore(ctx, scfg, r.rdb, true)
+	ns, scfg, _, teardown, err := r.setUpScenario(ctx, sc, res)
 	if err != nil {
-		return res.fail("setting up the %s store: %v", scfg.Kind, err)
+		return res.fail("%v", err)
 	}
-	defer func() {
-		if store.drop != nil && scfg.Kind == StorePostgres {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			store.drop(dctx)
-			cancel()
-		}
-		store.close()
-	}()
+	defer teardown()
 
 	locks := fencelock.New(redisbackend.New(r.rdb), fencelock.WithNamespace(ns))
 	defer locks.Close()

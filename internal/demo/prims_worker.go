@@ -1,14 +1,12 @@
 package demo
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -109,26 +107,7 @@ func candidateID(proc int) string { return fmt.Sprintf("p%d", proc) }
 func (w *worker) runPrim(ctx context.Context, stdin io.Reader) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmds := make(chan string)
-	go func() {
-		defer cancel()
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			select {
-			case cmds <- strings.TrimSpace(sc.Text()):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	next := func() (string, bool) {
-		select {
-		case c := <-cmds:
-			return c, true
-		case <-ctx.Done():
-			return "", false
-		}
-	}
+	cmds, next := masterCommands(ctx, cancel, stdin)
 
 	pc := w.cfg.Prim
 	w.out.emit(event{Ev: "ready", Pid: w.pid})

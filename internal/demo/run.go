@@ -66,20 +66,7 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		}
 	}
 
-	ns := fmt.Sprintf("fencelock-demo:%s:%s", r.runID, sc.Name)
-	keys := keysFor(ns, lockKey)
-	defer func() {
-		// Leave nothing behind in a shared Redis.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := scanDelete(cctx, r.rdb, ns+":*"); err != nil {
-			res.Notes = append(res.Notes, "could not remove the demo's keys: "+err.Error())
-		}
-	}()
-
 	// The fenced store.
-	scfg, storeName := r.storeFor(sc, ns)
-	res.Store = storeName
 	if sc.SQLStore && r.cfg.Store == StoreRedis {
 		if sc.isFailover() {
 			res.Notes = append(res.Notes, sc.Name+": fenced store: SQLite instead of Redis, which a failover may roll back")
@@ -87,18 +74,12 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 			res.Notes = append(res.Notes, "fenced store: SQLite instead of Redis, which the restart wipes")
 		}
 	}
-	store, err := openStore(ctx, scfg, r.rdb, true)
+	ns, scfg, store, teardown, err := r.setUpScenario(ctx, sc, res)
 	if err != nil {
-		return res.fail("setting up the %s store: %v", scfg.Kind, err)
+		return res.fail("%v", err)
 	}
-	defer func() {
-		if store.drop != nil && scfg.Kind == StorePostgres {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			store.drop(dctx)
-			cancel()
-		}
-		store.close()
-	}()
+	defer teardown()
+	keys := keysFor(ns, lockKey)
 
 	// A fresh epoch and counter.
 	if err := r.rdb.Set(ctx, keys.epoch, "1", 0).Err(); err != nil {
@@ -349,6 +330,40 @@ func stopWorkers(procs []*proc) {
 }
 
 // storeFor returns the fenced store of sc and its name for the table.
+// setUpScenario begins a scenario run: its namespace of keys on the demo's Redis
+// (ns), and its fenced store, opened (scfg, store; res.Store names it).
+// teardown, which the caller defers, drops the store's table (PostgreSQL),
+// closes it, and removes every key of the namespace, so that nothing is
+// left behind in a shared Redis; what it cannot remove is noted on res.
+// When the store cannot be opened, the keys are removed at once and err
+// says why.
+func (r *runner) setUpScenario(ctx context.Context, sc Scenario, res *Result) (ns string, scfg storeConfig, store *openedStore, teardown func(), err error) {
+	ns = fmt.Sprintf("fencelock-demo:%s:%s", r.runID, sc.Name)
+	removeKeys := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := scanDelete(cctx, r.rdb, ns+":*"); err != nil {
+			res.Notes = append(res.Notes, "could not remove the demo's keys: "+err.Error())
+		}
+	}
+	scfg, res.Store = r.storeFor(sc, ns)
+	store, err = openStore(ctx, scfg, r.rdb, true)
+	if err != nil {
+		removeKeys()
+		return ns, scfg, nil, nil, fmt.Errorf("setting up the %s store: %v", scfg.Kind, err)
+	}
+	teardown = func() {
+		if store.drop != nil && scfg.Kind == StorePostgres {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			store.drop(dctx)
+			cancel()
+		}
+		store.close()
+		removeKeys()
+	}
+	return ns, scfg, store, teardown, nil
+}
+
 func (r *runner) storeFor(sc Scenario, ns string) (storeConfig, string) {
 	kind := r.cfg.Store
 	if sc.SQLStore && kind == StoreRedis {

@@ -408,3 +408,30 @@ func QuietRedisLog() { redis.SetLogger(quietLogger{}) }
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// masterCommands reads the master's commands, a line each on stdin, for a
+// fair or primitives worker: they arrive on cmds (trimmed), and next
+// returns the next one, or false once ctx is done. The end of stdin (the
+// master is gone) cancels ctx. Its reading goroutine ends with ctx.
+func masterCommands(ctx context.Context, cancel context.CancelFunc, stdin io.Reader) (cmds <-chan string, next func() (string, bool)) {
+	lines := make(chan string)
+	go func() {
+		defer cancel()
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			select {
+			case lines <- strings.TrimSpace(sc.Text()):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return lines, func() (string, bool) {
+		select {
+		case c := <-lines:
+			return c, true
+		case <-ctx.Done():
+			return "", false
+		}
+	}
+}

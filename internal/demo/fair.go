@@ -186,30 +186,16 @@ func (r *runner) runFair(ctx context.Context, sc Scenario) *Result {
 		msgs: make(chan message, 1024), recs: map[recKey]*iterRecord{}, st: &live{},
 		done: map[int]bool{}, started: started,
 	}
-	quit := make(chan struct{})
-	m.procs = make([]*proc, fairProcs)
-	defer func() {
-		close(quit)
-		for _, p := range m.procs {
-			if p != nil && p.alive() {
-				p.signal(syscall.SIGCONT)
-				p.signal(syscall.SIGKILL)
-			}
-		}
-	}()
-	for i := range m.procs {
-		wcfg := workerConfig{
+	var endWorkers func()
+	m.procs, _, endWorkers, err = r.startWorkers(ctx, fairProcs, func(i int) workerConfig {
+		return workerConfig{
 			ID: i, RedisURL: r.redisURL, Namespace: ns, Key: lockKey, Scenario: sc.Name,
 			Lease: sc.Lease, Hold: sc.Hold, MaxWait: time.Minute, Store: scfg, Verbose: r.cfg.Verbose,
 			Fair: &fairWorkerConfig{Goroutines: fairPerProc, Think: fairThink},
 		}
-		p, err := r.startWorker(i, wcfg, m.msgs, quit)
-		if err != nil {
-			return res.fail("%v", err)
-		}
-		m.procs[i] = p
-	}
-	if _, err := awaitReady(ctx, m.procs, m.msgs); err != nil {
+	}, m.msgs)
+	defer endWorkers()
+	if err != nil {
 		return res.fail("%v", err)
 	}
 

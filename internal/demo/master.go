@@ -321,6 +321,35 @@ type message struct {
 	exited bool
 }
 
+// startWorkers starts n worker processes, the i-th with config(i) and its
+// events on msgs, and waits until every one is ready; early are the other
+// events that came meanwhile. stop, which the caller defers whatever
+// happened (also with err), ends them all: no worker outlives its
+// scenario, and none stays stopped. procs has a process per worker, nil
+// for one that could not be started.
+func (r *runner) startWorkers(ctx context.Context, n int, config func(i int) workerConfig, msgs chan message) (procs []*proc, early []message, stop func(), err error) {
+	quit := make(chan struct{})
+	procs = make([]*proc, n)
+	stop = func() {
+		close(quit)
+		for _, p := range procs {
+			if p != nil && p.alive() {
+				p.signal(syscall.SIGCONT)
+				p.signal(syscall.SIGKILL)
+			}
+		}
+	}
+	for i := range procs {
+		p, err := r.startWorker(i, config(i), msgs, quit)
+		if err != nil {
+			return procs, nil, stop, err
+		}
+		procs[i] = p
+	}
+	early, err = awaitReady(ctx, procs, msgs)
+	return procs, early, stop, err
+}
+
 // startWorker starts worker id with cfg; its events go to msgs, until quit
 // is closed.
 func (r *runner) startWorker(id int, wcfg workerConfig, msgs chan<- message, quit <-chan struct{}) (*proc, error) {

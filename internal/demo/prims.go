@@ -264,21 +264,11 @@ func (r *runner) runPrim(ctx context.Context, sc Scenario) *Result {
 		r: r, sc: sc, plan: plan, ns: ns, keys: primKeysFor(ns), locks: locks,
 		msgs: make(chan message, 1024), st: &live{}, done: map[int]bool{}, runsDone: map[int]bool{}, started: started,
 	}
-	quit := make(chan struct{})
-	m.procs = make([]*proc, plan.procs)
-	defer func() {
-		close(quit)
-		for _, p := range m.procs {
-			if p != nil && p.alive() {
-				p.signal(syscall.SIGCONT)
-				p.signal(syscall.SIGKILL)
-			}
-		}
-	}()
 	// The jobs' first tick: a whole second, once the workers have had time
 	// to start (they wait for it).
 	jobStart := time.Now().Truncate(time.Second).Add(3 * time.Second)
-	for i := range m.procs {
+	var endWorkers func()
+	m.procs, _, endWorkers, err = r.startWorkers(ctx, plan.procs, func(i int) workerConfig {
 		pc := &primWorkerConfig{
 			Kind: sc.Prim, Goroutines: plan.perProc, Permits: plan.permits, Writers: plan.writers,
 			Hold: sc.Hold, Think: plan.think, WriteHold: plan.writeHold, WriteThink: plan.writeThink, Heartbeat: plan.heartbeat,
@@ -286,17 +276,13 @@ func (r *runner) runPrim(ctx context.Context, sc Scenario) *Result {
 		if sc.Prim == primJobs {
 			pc.Start, pc.Ticks, pc.Late = jobStart, ticks, time.Duration(i)*20*time.Millisecond
 		}
-		wcfg := workerConfig{
+		return workerConfig{
 			ID: i, RedisURL: r.redisURL, Namespace: ns, Key: lockKey, Scenario: sc.Name,
 			Lease: sc.Lease, Hold: sc.Hold, Renew: sc.Renew, MaxWait: time.Minute, Store: scfg, Verbose: r.cfg.Verbose, Prim: pc,
 		}
-		p, err := r.startWorker(i, wcfg, m.msgs, quit)
-		if err != nil {
-			return res.fail("%v", err)
-		}
-		m.procs[i] = p
-	}
-	if _, err := awaitReady(ctx, m.procs, m.msgs); err != nil {
+	}, m.msgs)
+	defer endWorkers()
+	if err != nil {
 		return res.fail("%v", err)
 	}
 

@@ -108,34 +108,17 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 	// The workers.
 	timeout := scenarioTimeout(sc, r.cfg.Workers, iterations, r.pauses(sc), r.kills(sc), failovers)
 	msgs := make(chan message, 256)
-	quit := make(chan struct{})
-	procs := make([]*proc, r.cfg.Workers)
-	defer func() {
-		close(quit)
-		// Whatever happened, no worker outlives the scenario, none stays stopped.
-		for _, p := range procs {
-			if p != nil && p.alive() {
-				p.signal(syscall.SIGCONT)
-				p.signal(syscall.SIGKILL)
-			}
-		}
-	}()
-	for i := range procs {
-		wcfg := workerConfig{
+	// Every worker connected, then started together; early: events other
+	// than ready (none expected).
+	procs, early, endWorkers, err := r.startWorkers(ctx, r.cfg.Workers, func(i int) workerConfig {
+		return workerConfig{
 			ID: i, RedisURL: r.redisURL, Namespace: ns, Key: lockKey, Scenario: sc.Name,
 			Lease: sc.Lease, Hold: sc.Hold, Renew: sc.Renew, IgnoreLoss: sc.IgnoreLoss,
 			Iterations: iterations, MaxWait: timeout, Store: scfg, Verbose: r.cfg.Verbose,
 			Lock: lockCfg, UntilStopped: sc.isFailover(),
 		}
-		p, err := r.startWorker(i, wcfg, msgs, quit)
-		if err != nil {
-			return res.fail("%v", err)
-		}
-		procs[i] = p
-	}
-
-	// Wait until every worker is connected, then start them together.
-	early, err := awaitReady(ctx, procs, msgs) // events other than ready (none expected)
+	}, msgs)
+	defer endWorkers()
 	if err != nil {
 		return res.fail("%v", err)
 	}

@@ -194,7 +194,8 @@ type primKillRec struct {
 	stopAt, killAt int64 // mono
 	fence          int64
 	tokens         []string      // semaphore: the dead permits' tokens
-	leaseEnds      []int64       // mono: no later than each dead hold's lease ended on the server
+	leaseEnds      []int64       // mono: no later than each dead hold ended on the server (notePermits)
+	seen           []int64       // semaphore: mono: when the last read that found each dead permit was sent
 	leaseLeft      time.Duration // the longest
 	freedAt        int64         // mono: semaphore: the dead permit was seen gone; 0 if not
 	recovered      bool          // freed (semaphore) or another leader seen (election) within the bound
@@ -631,16 +632,46 @@ func (m *primMaster) killPermitHolder(ctx context.Context) (*primKillRec, error)
 	// the end of their lease: the waiters' fallback timers aim at it).
 	bound := k.killAt + int64(k.leaseLeft+primKillBound)
 	for mono() < bound && ctx.Err() == nil {
+		sent := mono()
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		left, err := m.r.rdb.ZMScore(qctx, semKey, k.tokens...).Result()
 		cancel()
-		if err == nil && !slices.ContainsFunc(left, func(s float64) bool { return s != 0 }) {
+		if err == nil && k.notePermits(sent, left) {
 			k.freedAt, k.recovered = mono(), true
 			break
 		}
 		sleepCtx(ctx, 10*time.Millisecond)
 	}
 	return k, nil
+}
+
+// notePermits records a read of the dead permits' scores (0: gone) sent
+// at sent (mono), and reports whether all are gone. A permit found gone
+// ends, for the hold intervals, no later than the last read that found it:
+// its lease end read after the stop is no lower bound when a release by
+// its process was on the way at the stop (the server frees the permit at
+// once, and another holder may take it well before that lease end, which
+// the intervals would count as one holder too many).
+func (k *primKillRec) notePermits(sent int64, scores []float64) (allGone bool) {
+	if k.seen == nil {
+		k.seen = make([]int64, len(k.tokens))
+		for i := range k.seen {
+			k.seen[i] = k.stopAt // held when its process was stopped, at the latest
+		}
+	}
+	allGone = true
+	for i, s := range scores {
+		if i >= len(k.seen) {
+			break
+		}
+		if s != 0 {
+			k.seen[i] = sent
+			allGone = false
+			continue
+		}
+		k.leaseEnds[i] = min(k.leaseEnds[i], k.seen[i])
+	}
+	return allGone
 }
 
 // killLeader kill -9s the worker process that leads, then waits until
@@ -834,11 +865,12 @@ func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 			kind = holdLeader
 		}
 		for _, e := range k.leaseEnds {
-			// Up to the end of the lease on the server, not to the kill:
+			// Up to the end of the hold on the server, not to the kill:
 			// on a busy machine the kill can come after the stopped
 			// process's lease lapsed and another took its permit, which
-			// is no overlap (the lease end read is a lower bound, so this
-			// never hides one).
+			// is no overlap. Each end is a lower bound of the real one
+			// (notePermits), so the intervals never count a holder too
+			// many; the server's own count checks the rest.
 			add(k.stopAt, e, kind)
 		}
 	}

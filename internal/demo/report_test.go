@@ -35,3 +35,39 @@ func TestTableHeaderWorkers(t *testing.T) {
 		t.Errorf("mutex and a skipped fair: header %q, want the count 8", got)
 	}
 }
+
+// A killed process's permit that its own release freed at the stop (the
+// release was on the way) ends, in the hold intervals, no later than the
+// last read that found it, not at the lease end read after the stop:
+// otherwise a waiter that took the freed permit counted as one holder too
+// many (TestScenarioSemaphore failed once so under stress-ng).
+func TestNotePermits(t *testing.T) {
+	const stopAt, lease = int64(1_000), int64(2_000_000_000)
+	k := &primKillRec{stopAt: stopAt, tokens: []string{"a", "b"}, leaseEnds: []int64{stopAt + lease, stopAt + lease}}
+	if k.notePermits(stopAt+10, []float64{0, 5}) {
+		t.Fatal("all gone, with b still there")
+	}
+	if k.leaseEnds[0] != stopAt {
+		t.Errorf("a, gone at the first read: ends at %d, want the stop (%d)", k.leaseEnds[0], stopAt)
+	}
+	if k.leaseEnds[1] != stopAt+lease {
+		t.Errorf("b, still there: ends at %d, want its lease end %d", k.leaseEnds[1], stopAt+lease)
+	}
+	if !k.notePermits(stopAt+lease+50, []float64{0, 0}) {
+		t.Fatal("not all gone, with both gone")
+	}
+	// Gone later: it ends no later than the last read that found it (a
+	// lower bound, like the lease end: polling every 10ms, the two are
+	// close when it lapses).
+	if k.leaseEnds[1] != stopAt+10 {
+		t.Errorf("b, gone at the second read: ends at %d, want the last read that found it (%d)", k.leaseEnds[1], stopAt+10)
+	}
+
+	// Gone before its lease end, after a read found it: the end is that read.
+	k = &primKillRec{stopAt: stopAt, tokens: []string{"c"}, leaseEnds: []int64{stopAt + lease}}
+	k.notePermits(stopAt+20, []float64{7})
+	k.notePermits(stopAt+30, []float64{0})
+	if k.leaseEnds[0] != stopAt+20 {
+		t.Errorf("c: ends at %d, want the last read that found it (%d)", k.leaseEnds[0], stopAt+20)
+	}
+}

@@ -170,6 +170,43 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		reportCPU(b, cpu)
 	})
 
+	// The floor of fenced locks: what any lock that mints a fencing token
+	// in the same step as the acquire must at least do on go-redis (no
+	// single command takes a key and returns a counter): a script running
+	// SET NX PX and INCR, and a compare-and-delete script to release;
+	// nothing else (no tombstones, clock floor, re-entrancy, holder
+	// identity or notifications). bench/peers runs the same yardstick
+	// ("fenced-floor") beside the peers. Ratio serial-request against it:
+	// what fencelock's other guarantees and its Client cost.
+	b.Run("fenced-floor", func(b *testing.B) {
+		srv := servertest.Redis(b)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 256, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { rdb.Close() })
+		acquire := redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0`)
+		release := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+		keys := []string{"{floor}:lock", "{floor}:fence"}
+		cpu := cpuTime()
+		n := 0
+		for b.Loop() {
+			n++
+			token := strconv.Itoa(n)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			fence, err := acquire.Run(ctx, rdb, keys, token, benchTTL.Milliseconds()).Int64()
+			if err == nil && fence == 0 {
+				err = fmt.Errorf("fenced-floor: key %s not free", keys[0])
+			}
+			if err == nil {
+				err = release.Run(ctx, rdb, keys[:1], token).Err()
+			}
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportOpsPerSec(b)
+		reportCPU(b, cpu)
+	})
+
 	b.Run("parallel64", func(b *testing.B) {
 		c := benchClient(b)
 		ctx := context.Background()

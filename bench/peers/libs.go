@@ -55,6 +55,20 @@ type library struct {
 	// noHeld: not run in the held-locks workload (a variant of another
 	// library that would measure the same thing).
 	noHeld bool
+	// yardstick: not a library (fenced-floor): run in the uncontended
+	// workloads only, and never the best peer.
+	yardstick bool
+}
+
+// runs reports whether the library is measured in workload w.
+func (l library) runs(w workloadDef) bool {
+	switch {
+	case l.yardstick:
+		return w.name == "serial" || w.name == "parallel64"
+	case l.noHeld:
+		return w.kind != kindHeld
+	}
+	return true
 }
 
 const (
@@ -120,6 +134,15 @@ var libraries = []library{
 			"its own keep-alive, ExtendInterval = renew interval",
 		connect: newRueidislock,
 	},
+	{
+		name: fencedFloorName,
+		settings: "not a library: the least a lock with fencing tokens can do per cycle on go-redis (floor.go). " +
+			"Acquire: one script, SET NX PX and INCR of the lock's counter; release: a compare-and-delete script; " +
+			"nothing else (no tombstones, no clock floor under the tokens, no re-entrancy, no notification, no renewal). " +
+			"Uncontended workloads only; never the best peer",
+		connect:   newFencedFloor,
+		yardstick: true,
+	},
 }
 
 func libraryNames() []string {
@@ -142,6 +165,12 @@ func libraryByName(name string) (library, bool) {
 // isFencelock reports whether name is fencelock or a variant of it.
 func isFencelock(name string) bool {
 	return name == fencelockName || name == fencelockDoName || name == fencelockFairName
+}
+
+// isPeer reports whether name is a peer library: neither fencelock nor
+// the fenced-floor yardstick.
+func isPeer(name string) bool {
+	return !isFencelock(name) && name != fencedFloorName
 }
 
 // errNotHeld is returned by a release that found the lock gone.

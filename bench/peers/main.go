@@ -40,6 +40,14 @@
 //     another key every --probe-every, its goroutines, heap per lock, and
 //     locks lost.
 //
+// A yardstick runs beside them in serial and parallel64: fenced-floor
+// (floor.go), the least a lock with fencing tokens can do on go-redis (one
+// script of SET NX PX and INCR to acquire, compare-and-delete to release,
+// nothing else). It is never the best peer; the text under the table says
+// how the best peer and fencelock compare with it, so that what fencing
+// costs by itself is told apart from what fencelock's other guarantees
+// and its Client cost.
+//
 // The libraries take turns: in each round every workload runs for each
 // library in a rotating order, and the tables show the median of the rounds
 // (--rounds), so that a noisy neighbour on the machine hits all libraries
@@ -332,7 +340,7 @@ func measure(o options) (*report, error) {
 			for k := range n {
 				res := rep.Results[(k+r)%n]
 				lib, _ := libraryByName(res.Library)
-				if w.kind == kindHeld && lib.noHeld {
+				if !lib.runs(w) {
 					continue
 				}
 				progress("round %d/%d: %s %s", r+1, o.rounds, w.name, res.Library)

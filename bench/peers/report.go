@@ -121,7 +121,7 @@ func markdown(r *report) string {
 				continue
 			}
 			fmt.Fprintf(&b, " %s%s |", rw.cell(f), dagger(f))
-			if isFencelock(x.Library) {
+			if !isPeer(x.Library) {
 				continue
 			}
 			if best == nil || (rw.higher && rw.value(f) > rw.value(best.Median[rw.workload])) ||
@@ -156,6 +156,7 @@ func markdown(r *report) string {
 	}
 	fmt.Fprintf(&b, "Every acquire+release has its own request context (context.WithTimeout %s). ", r.Request)
 	fmt.Fprintf(&b, "Ratio: fencelock's figure ÷ the best peer's; above 1 favours fencelock where higher is better, below 1 where lower is better. ")
+	b.WriteString(floorSentence(r))
 	fmt.Fprintf(&b, "Held locks: one process takes them all (64 goroutines), then is observed for %s; the probe takes and releases another key every %s.\n",
 		r.HeldWindow, r.ProbeEvery)
 	fmt.Fprintf(&b, "\nSettings (%s):\n\n", goRedisSettings)
@@ -303,4 +304,59 @@ func loads(ls []float64) string {
 		s[i] = fmt.Sprintf("%.2f", l)
 	}
 	return strings.Join(s, ", ")
+}
+
+// floorSentence says how fencelock and the best peer compare with the
+// fenced-floor yardstick in the uncontended workloads, or nothing when it
+// was not measured.
+func floorSentence(r *report) string {
+	var fl, floor *libResult
+	for _, x := range r.Results {
+		switch x.Library {
+		case fencelockName:
+			fl = x
+		case fencedFloorName:
+			floor = x
+		}
+	}
+	if floor == nil {
+		return ""
+	}
+	var parts []string
+	for _, w := range []struct{ name, label string }{{"serial", "1 goroutine"}, {"parallel64", "64 goroutines"}} {
+		ff, ok := floor.Median[w.name]
+		if !ok || ff.OpsPerSec <= 0 {
+			continue
+		}
+		part := fmt.Sprintf("%s: %s cycles/s", w.label, count(ff.OpsPerSec))
+		if best := bestPeer(r, w.name); best != nil {
+			part += fmt.Sprintf(", %.2f× %s", ff.OpsPerSec/best.Median[w.name].OpsPerSec, best.Library)
+		}
+		if fl != nil {
+			if f, ok := fl.Median[w.name]; ok {
+				part += fmt.Sprintf("; fencelock %.0f%% of it", 100*f.OpsPerSec/ff.OpsPerSec)
+			}
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "fenced-floor, the least a lock with fencing tokens can do (not a library; see its settings): " +
+		strings.Join(parts, "; ") + ". "
+}
+
+// bestPeer returns the peer with the most cycles/s in workload, or nil.
+func bestPeer(r *report, workload string) *libResult {
+	var best *libResult
+	for _, x := range r.Results {
+		f, ok := x.Median[workload]
+		if !ok || !isPeer(x.Library) {
+			continue
+		}
+		if best == nil || f.OpsPerSec > best.Median[workload].OpsPerSec {
+			best = x
+		}
+	}
+	return best
 }

@@ -38,26 +38,50 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
-	// fn's context ends when the lock does, or when the Client is closed.
+	return runHolding(c, ctx, lk, fn, func(lost error) error { return lockError("do", key, lost) })
+}
+
+// holding is what Do and DoAll run fn under: a Lock or a MultiLock.
+type holding interface {
+	whenEnded(f func(error)) (stop func())
+	lostErr() error
+	Release(ctx context.Context) error
+}
+
+// runHolding calls fn with a context that ends when h ends (with its error
+// as the cause) or when the Client is closed (ErrClosed), waits for fn, and
+// releases h, also when fn panics. It returns fn's error joined with the
+// loss of h, wrapped by lostErr, when h was lost while fn ran or its
+// release found it gone (fn's work may then have overlapped with another
+// holder's), or else with the release's error.
+func runHolding[H holding](c *Client, ctx context.Context, h H, fn func(context.Context, H) error, lostErr func(error) error) (err error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
-	stopOnEnd := lk.whenEnded(func(err error) { cancel(err) })
+	stopOnEnd := h.whenEnded(func(err error) { cancel(err) })
 	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
 	defer func() {
 		stopOnClose()
 		stopOnEnd()
 		cancel(context.Canceled)
-		lost := lk.Err()
-		releaseErr := lk.Release(ctx)
+		lost := h.lostErr()
+		releaseErr := h.Release(ctx)
 		if lost == nil {
-			lost = lk.Err() // the release may have found it gone
+			lost = h.lostErr() // the release may have found it gone
 		}
-		if errors.Is(lost, ErrLost) {
-			err = join(err, lockError("do", key, lost))
+		if lost != nil {
+			err = join(err, lostErr(lost))
 		} else {
 			err = join(err, releaseErr)
 		}
 	}()
-	return fn(fnCtx, lk)
+	return fn(fnCtx, h)
+}
+
+// lostErr returns l's error if l was lost, or nil.
+func (l *Lock) lostErr() error {
+	if err := l.Err(); errors.Is(err, ErrLost) {
+		return err
+	}
+	return nil
 }
 
 // join is errors.Join that leaves a single error as it is.

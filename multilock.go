@@ -267,21 +267,18 @@ func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn
 	if err != nil {
 		return err
 	}
-	// fn's context ends when a lock does, or when the Client is closed.
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	stopOnEnd := m.whenEnded(func(err error) { cancel(err) })
-	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
-	defer func() {
-		stopOnClose()
-		stopOnEnd()
-		cancel(context.Canceled)
-		lost := m.Err()
-		releaseErr := m.Release(ctx)
-		if errors.Is(lost, ErrLost) {
-			err = join(err, fmt.Errorf("fencelock: do all %q: %w", m.keys(), lost))
-		} else {
-			err = join(err, releaseErr)
+	return runHolding(c, ctx, m, fn, func(lost error) error {
+		return fmt.Errorf("fencelock: do all %q: %w", m.keys(), lost)
+	})
+}
+
+// lostErr returns the error of the first of m's locks (in key order) that
+// was lost, or nil.
+func (m *MultiLock) lostErr() error {
+	for _, lk := range m.locks {
+		if err := lk.lostErr(); err != nil {
+			return err
 		}
-	}()
-	return fn(fnCtx, m)
+	}
+	return nil
 }

@@ -112,6 +112,35 @@ func TestMultiLockLoss(t *testing.T) {
 	})
 }
 
+// A lock taken away while fn runs, which only the release finds gone:
+// fn's work may have overlapped with another holder's, so DoAll's error
+// matches ErrLost, as Do's does (not only ErrNotHeld, the release's).
+func TestDoAllLossFoundByRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		c := e.client("c")
+		ctx := context.Background()
+		err := c.DoAll(ctx, []string{"a", "b"}, 30*time.Second, func(ctx context.Context, m *fencelock.MultiLock) error {
+			e.b.Delete(tmNS, "b") // behind the holder's back; no renewal is due before fn returns
+			return nil
+		})
+		if !errors.Is(err, fencelock.ErrLost) {
+			t.Fatalf("DoAll whose release found a lock gone: %v, want ErrLost", err)
+		}
+		if st := e.state("a"); st.Owner != "" {
+			t.Fatalf("a still held by %q after DoAll returned", st.Owner)
+		}
+		// Do, the same way.
+		err = c.Do(ctx, "d", 30*time.Second, func(ctx context.Context, lk *fencelock.Lock) error {
+			e.b.Delete(tmNS, "d")
+			return nil
+		})
+		if !errors.Is(err, fencelock.ErrLost) {
+			t.Fatalf("Do whose release found the lock gone: %v, want ErrLost", err)
+		}
+	})
+}
+
 // Bad input is refused, naming it, before anything is sent.
 func TestAcquireAllBadInput(t *testing.T) {
 	b := memorybackend.New()

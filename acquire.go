@@ -147,6 +147,7 @@ func (c *Client) hold(req AcquireRequest, cfg acquireConfig, res AcquireResult, 
 	c.noteFence(res.Fence)
 	lk := newLock(c, req, res, cfg.autoRenew, sent, tombstone)
 	lk.kind = cfg.kind
+	lk.notify = cfg.notify
 	if cfg.prim != nil {
 		lk.ops = cfg.prim.ops
 	}

@@ -185,6 +185,12 @@ type ReleaseRequest struct {
 	// found the hold: an acquire request of the token whose reply was lost
 	// may still arrive, and must not take the lock for nobody.
 	Tombstone time.Duration
+	// Notify asks a ReleaseNotifier backend to wake the watchers of the
+	// lock's releases when this release frees the lock (or hands it on),
+	// even if no acquire was refused while it was held: others watch the
+	// hold without waiting for it (Observe watches an election's leader,
+	// and learns of a resignation at once). Other backends ignore it.
+	Notify bool
 }
 
 // ReleaseResult is the outcome of a release.

@@ -49,6 +49,9 @@ func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Dur
 		// options, later in the list, say otherwise.
 		opts = append([]AcquireOption{WithAutoRenew(ttl / 3), WithMaxFailures(0)}, opts...)
 	}
+	// Observers watch the leadership without waiting for it: its release
+	// must wake them too (ReleaseRequest.Notify).
+	opts = append(opts[:len(opts):len(opts)], notifyReleases()) // never into the caller's array
 	lk, err := c.Acquire(WithOwner(ctx, id), ElectionLockPrefix+election, ttl, opts...)
 	if err != nil {
 		return nil, err
@@ -131,19 +134,21 @@ func leaderOf(info LockInfo) Leader {
 	return Leader{ID: info.Owner, Term: info.Fence, TTL: info.TTL}
 }
 
-// maxObserveWait bounds how long Observe goes without looking: a leader
-// that resigns while no candidate waits sends no notification, and a
-// lease that lapses none either.
-const maxObserveWait = time.Second
+// maxObserveWait bounds how long Observe goes without looking: a new
+// leader sends no notification, and a lease that lapses none either. (A
+// resignation does: Campaign's releases set ReleaseRequest.Notify.) A
+// variable for tests only.
+var maxObserveWait = time.Second
 
 // Observe returns the leaders of the election as they change: the current
 // one first (ID "" when there is none), then each new leader or term, and
 // an empty Leader when the election is left without one. It ends when ctx
 // ends or the loop breaks; it starts no goroutine.
 //
-// It looks again when a release is notified (a leader resigned while a
-// candidate was waiting: the next leader is seen moments later), when the
-// leader's lease would end, and at least every second. A backend error is
+// It looks again when a release is notified (a leader resigned, or its
+// lock was handed on: with a backend that notifies releases, such as
+// Redis, Observe sees it at once, whether or not a candidate was waiting),
+// when the leader's lease would end, and at least every second. A backend error is
 // yielded as it happens (Leader is then zero), and Observe goes on trying
 // with a backoff. It needs a backend that implements LockInspector: without
 // one it yields one error matching ErrUnsupported and ends.

@@ -230,6 +230,55 @@ type elShared struct {
 	fencelock.LockInspector
 }
 
+// Observe sees a resignation at once on Redis, though no candidate waits
+// (nothing was refused, so the release script alone would publish
+// nothing): Campaign's releases ask the backend to notify. The observer's
+// fallback is set to a minute, so without the notification it would see
+// the resignation only a minute later.
+func TestElectionObserveSeesResignation(t *testing.T) {
+	fencelock.SetMaxObserveWait(t, time.Minute)
+	srv, _ := startRedis(t)
+	leaderClient := newClient(t, newRedisClient(t, srv.Addr()))
+	observer := newClient(t, newRedisClient(t, srv.Addr()))
+	ctx := ctxTimeout(t, time.Minute)
+
+	lead, err := leaderClient.Campaign(ctx, "e", "L", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	leaders := make(chan fencelock.Leader, 8)
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		for l, err := range observer.Observe(octx, "e") {
+			if err != nil {
+				t.Errorf("Observe: %v", err)
+				continue
+			}
+			leaders <- l
+		}
+	}()
+	defer func() { stop(); <-observed }()
+
+	if l := <-leaders; l.ID != "L" || l.Term != lead.Term() {
+		t.Fatalf("first observed %+v, want L in term %d", l, lead.Term())
+	}
+	if err := lead.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resigned := time.Now()
+	select {
+	case l := <-leaders:
+		if l.ID != "" {
+			t.Fatalf("after the resignation Observe yielded %+v, want no leader", l)
+		}
+		t.Logf("no leader observed %v after Resign returned", time.Since(resigned).Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("Observe did not see the resignation within 20s (its fallback is a minute): no release notification")
+	}
+}
+
 // Observe, deterministically: it yields the current leader, wakes on the
 // release notification of a resignation, and sees the successor within the
 // first poll after it; without a LockInspector it yields ErrUnsupported.

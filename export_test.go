@@ -1,5 +1,18 @@
 package fencelock
 
+import (
+	"testing"
+	"time"
+)
+
+// SetMaxObserveWait sets how long Observe goes without looking, for one
+// test; cleanup restores it.
+func SetMaxObserveWait(t testing.TB, d time.Duration) {
+	old := maxObserveWait
+	maxObserveWait = d
+	t.Cleanup(func() { maxObserveWait = old })
+}
+
 // The lease keeper's bounds, for its tests (package fencelock_test), which
 // check batch sizes and calls in flight against them.
 const (

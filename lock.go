@@ -39,6 +39,7 @@ type Lock struct {
 	tombstone bool
 	kind      Kind // for Hooks (observer.go)
 	counted   bool // counted in the Client's waitQueues.held (a plain lock); set before it is shared
+	notify    bool // releases set ReleaseRequest.Notify (Campaign); set before it is shared
 
 	// The lease keeper's bookkeeping, guarded by leaseKeeper.mu (keeper.go).
 	slot         int32 // 1 + the lock's place in the keeper's schedule; 0: not in it

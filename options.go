@@ -123,6 +123,15 @@ type acquireConfig struct {
 	// a read or write hold; hold.go); nil for the plain lock.
 	prim *primitive
 	kind Kind // prim's kind of hold, for Hooks (observer.go)
+	// notify makes every release of the hold wake the backend's release
+	// watchers (ReleaseRequest.Notify): Campaign's, for Observe.
+	notify bool
+}
+
+// notifyReleases makes the hold's releases wake release watchers even when
+// no acquire was refused (ReleaseRequest.Notify).
+func notifyReleases() AcquireOption {
+	return func(c *acquireConfig) { c.notify = true }
 }
 
 // DefaultMaxFailures is how many consecutive failed attempts (the backend

@@ -56,6 +56,7 @@ var checks = []struct {
 	{"ExpiryFreesLock", expiryFreesLock},
 	{"MutualExclusion", mutualExclusion},
 	{"ReleaseNotification", releaseNotification},
+	{"ReleaseNotificationNotify", releaseNotificationNotify},
 	{"LapsedHoldIsGone", lapsedHoldIsGone},
 	{"RetryExtendsHold", retryExtendsHold},
 	{"TombstoneRefusesLateAcquire", tombstoneRefusesLateAcquire},
@@ -342,6 +343,30 @@ func releaseNotification(ctx context.Context, s *suite) {
 	case <-w.C:
 	case <-time.After(5 * time.Second):
 		s.t.Fatal("no release notification within 5s")
+	}
+}
+
+// A release with Notify wakes the watchers although no acquire was refused
+// while the lock was held (an election's observers watch without waiting).
+func releaseNotificationNotify(ctx context.Context, s *suite) {
+	n, ok := s.b.(fencelock.ReleaseNotifier)
+	if !ok {
+		s.t.Skip("the backend does not implement fencelock.ReleaseNotifier")
+	}
+	s.acquire(ctx, "k", "a", "", 30*time.Second)
+	w, err := n.WatchReleases(ctx, s.ns, "k")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer w.Stop()
+	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref("k", "a"), Notify: true})
+	if err != nil || !res.Held {
+		s.t.Fatalf("Release with Notify: %+v, %v", res, err)
+	}
+	select {
+	case <-w.C:
+	case <-time.After(5 * time.Second):
+		s.t.Fatal("no release notification within 5s of a release with Notify")
 	}
 }
 

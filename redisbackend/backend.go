@@ -148,8 +148,24 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 		if err != nil {
 			return fencelock.ReleaseResult{}, classify(err)
 		}
-		return fencelock.ReleaseResult{Held: left >= 0, Remaining: int(max(left, 0))}, nil
+		res := fencelock.ReleaseResult{Held: left >= 0, Remaining: int(max(left, 0))}
+		b.notifyIfAsked(ctx, req, res, k)
+		return res, nil
 	})
+}
+
+// notifyIfAsked wakes the watchers of the lock's releases when req asks for
+// it (fencelock.ReleaseRequest.Notify) and res freed the lock or handed it
+// on. The release script publishes only when an acquire was refused while
+// the lock was held (so that an uncontended release costs no PUBLISH, which
+// on Cluster reaches every node); a release with Notify, rare (an election's
+// resignation), publishes in a second request. A notification is a hint:
+// if this one is lost, the watchers' fallback timers cover it.
+func (b *Backend) notifyIfAsked(ctx context.Context, req fencelock.ReleaseRequest, res fencelock.ReleaseResult, k lockKeys) {
+	if !req.Notify || !res.Held || res.Remaining > 0 {
+		return
+	}
+	_ = b.rdb.Publish(ctx, k.channel, "released").Err()
 }
 
 var _ fencelock.HandOffBackend = (*Backend)(nil)
@@ -199,6 +215,7 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 		if fence > 0 {
 			r.acq = fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1}
 		}
+		b.notifyIfAsked(ctx, req, r.rel, k)
 		return r, nil
 	})
 	return r.rel, r.acq, err

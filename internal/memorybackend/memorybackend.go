@@ -241,7 +241,10 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 			acq = l.acquire(now, next)
 			if acq.Acquired {
 				b.handedOff++
-				return both{rel, acq}, nil // held again: no one to wake
+				if req.Notify {
+					b.notifyLocked(id) // the holder changed: watchers asked to know
+				}
+				return both{rel, acq}, nil // held again: no waiter to wake
 			}
 		}
 		b.afterRelease(id, now, req.Token, rel.Held, freed)

@@ -55,8 +55,8 @@ var checks = []struct {
 	{"RenewNeverRecreates", renewNeverRecreates},
 	{"ExpiryFreesLock", expiryFreesLock},
 	{"MutualExclusion", mutualExclusion},
-	{"ReleaseNotification", releaseNotification},
-	{"ReleaseNotificationNotify", releaseNotificationNotify},
+	{"ReleaseNotification", capabilityCheck("release notifications", releaseNotification)},
+	{"ReleaseNotificationNotify", capabilityCheck("release notifications", releaseNotificationNotify)},
 	{"LapsedHoldIsGone", lapsedHoldIsGone},
 	{"RetryExtendsHold", retryExtendsHold},
 	{"TombstoneRefusesLateAcquire", tombstoneRefusesLateAcquire},
@@ -323,50 +323,48 @@ func mutualExclusion(ctx context.Context, s *suite) {
 	}
 }
 
-func releaseNotification(ctx context.Context, s *suite) {
-	n, ok := s.b.(fencelock.ReleaseNotifier)
-	if !ok {
-		s.t.Skip("the backend does not implement fencelock.ReleaseNotifier")
-	}
-	s.acquire(ctx, "k", "a", "", 30*time.Second)
-	w, err := n.WatchReleases(ctx, s.ns, "k")
-	if err != nil {
-		s.t.Fatal(err)
-	}
+// A release that frees the lock wakes its watchers when an acquire was
+// refused while it was held (a waiter, as the Client's).
+func releaseNotification(ctx context.Context, s *suite, n fencelock.ReleaseNotifier) {
+	w := s.watchHeld(ctx, n, "k", "a")
 	defer w.Stop()
-	// A waiter, as the Client's: refused once it watches.
 	if res := s.acquire(ctx, "k", "b", "", 30*time.Second); res.Acquired {
 		s.t.Fatal("second token acquired a held lock")
 	}
 	s.release(ctx, "k", "a")
-	select {
-	case <-w.C:
-	case <-time.After(5 * time.Second):
-		s.t.Fatal("no release notification within 5s")
-	}
+	s.awaitRelease(w, "a release after a refused acquire")
 }
 
 // A release with Notify wakes the watchers although no acquire was refused
 // while the lock was held (an election's observers watch without waiting).
-func releaseNotificationNotify(ctx context.Context, s *suite) {
-	n, ok := s.b.(fencelock.ReleaseNotifier)
-	if !ok {
-		s.t.Skip("the backend does not implement fencelock.ReleaseNotifier")
-	}
-	s.acquire(ctx, "k", "a", "", 30*time.Second)
-	w, err := n.WatchReleases(ctx, s.ns, "k")
-	if err != nil {
-		s.t.Fatal(err)
-	}
+func releaseNotificationNotify(ctx context.Context, s *suite, n fencelock.ReleaseNotifier) {
+	w := s.watchHeld(ctx, n, "k", "a")
 	defer w.Stop()
 	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref("k", "a"), Notify: true})
 	if err != nil || !res.Held {
 		s.t.Fatalf("Release with Notify: %+v, %v", res, err)
 	}
+	s.awaitRelease(w, "a release with Notify")
+}
+
+// watchHeld takes key for token and watches the lock's releases.
+func (s *suite) watchHeld(ctx context.Context, n fencelock.ReleaseNotifier, key, token string) *fencelock.Watch {
+	s.t.Helper()
+	s.acquire(ctx, key, token, "", 30*time.Second)
+	w, err := n.WatchReleases(ctx, s.ns, key)
+	if err != nil {
+		s.t.Fatalf("WatchReleases(%s): %v", key, err)
+	}
+	return w
+}
+
+// awaitRelease fails unless w is woken within 5s of after.
+func (s *suite) awaitRelease(w *fencelock.Watch, after string) {
+	s.t.Helper()
 	select {
 	case <-w.C:
 	case <-time.After(5 * time.Second):
-		s.t.Fatal("no release notification within 5s of a release with Notify")
+		s.t.Fatalf("no release notification within 5s of %s", after)
 	}
 }
 

@@ -261,8 +261,13 @@ func TestElectionObserveSeesResignation(t *testing.T) {
 	}()
 	defer func() { stop(); <-observed }()
 
-	if l := <-leaders; l.ID != "L" || l.Term != lead.Term() {
-		t.Fatalf("first observed %+v, want L in term %d", l, lead.Term())
+	select {
+	case l := <-leaders:
+		if l.ID != "L" || l.Term != lead.Term() {
+			t.Fatalf("first observed %+v, want L in term %d", l, lead.Term())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Observe yielded nothing within 20s")
 	}
 	if err := lead.Resign(ctx); err != nil {
 		t.Fatal(err)

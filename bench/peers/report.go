@@ -113,7 +113,6 @@ func markdown(r *report) string {
 			better = "higher"
 		}
 		fmt.Fprintf(&b, "| %s | %s |", rw.label, better)
-		var best *libResult
 		for _, x := range libs {
 			f, ok := x.Median[rw.workload]
 			if !ok {
@@ -121,14 +120,8 @@ func markdown(r *report) string {
 				continue
 			}
 			fmt.Fprintf(&b, " %s%s |", rw.cell(f), dagger(f))
-			if !isPeer(x.Library) {
-				continue
-			}
-			if best == nil || (rw.higher && rw.value(f) > rw.value(best.Median[rw.workload])) ||
-				(!rw.higher && rw.value(f) < rw.value(best.Median[rw.workload])) {
-				best = x
-			}
 		}
+		best := bestPeer(libs, rw.workload, rw.value, rw.higher)
 		ratio := "–"
 		if best != nil {
 			bf := best.Median[rw.workload]
@@ -329,7 +322,7 @@ func floorSentence(r *report) string {
 			continue
 		}
 		part := fmt.Sprintf("%s: %s cycles/s", w.label, count(ff.OpsPerSec))
-		if best := bestPeer(r, w.name); best != nil {
+		if best := bestPeer(r.Results, w.name, func(f figures) float64 { return f.OpsPerSec }, true); best != nil {
 			part += fmt.Sprintf(", %.2f× %s", ff.OpsPerSec/best.Median[w.name].OpsPerSec, best.Library)
 		}
 		if fl != nil {
@@ -346,15 +339,17 @@ func floorSentence(r *report) string {
 		strings.Join(parts, "; ") + ". "
 }
 
-// bestPeer returns the peer with the most cycles/s in workload, or nil.
-func bestPeer(r *report, workload string) *libResult {
+// bestPeer returns the peer (never fencelock or the yardstick) with the
+// best value in workload, higher or lower, or nil when no peer ran it.
+func bestPeer(libs []*libResult, workload string, value func(figures) float64, higher bool) *libResult {
 	var best *libResult
-	for _, x := range r.Results {
+	for _, x := range libs {
 		f, ok := x.Median[workload]
 		if !ok || !isPeer(x.Library) {
 			continue
 		}
-		if best == nil || f.OpsPerSec > best.Median[workload].OpsPerSec {
+		if best == nil || (higher && value(f) > value(best.Median[workload])) ||
+			(!higher && value(f) < value(best.Median[workload])) {
 			best = x
 		}
 	}

@@ -19,3 +19,7 @@ const (
 	MaxRenewBatch   = maxRenewBatch
 	MaxRenewWorkers = maxRenewWorkers
 )
+
+// KeeperPokes returns how many times the lease keeper's loop was woken
+// before its planned look (leaseKeeper.poke).
+func KeeperPokes(c *Client) int64 { return c.leases.pokes.Load() }

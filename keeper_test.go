@@ -512,3 +512,52 @@ func TestKeeperWorkerLingers(t *testing.T) {
 		}
 	})
 }
+
+// TestKeeperNotWokenByShortHolds checks that taking and releasing locks whose
+// leases are long does not wake the keeper's loop: their first renewal or
+// deadline comes after its planned look, so it finds them then. (Before,
+// each Acquire while no other lock was held woke it: a switch to another
+// thread on every uncontended cycle.) A lock due before that look still
+// wakes it at once, and is renewed on time.
+func TestKeeperNotWokenByShortHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		ctx := context.Background()
+		synctest.Wait() // the loop has made its first look
+		before := fencelock.KeeperPokes(e.c)
+		for i := range 100 {
+			opts := []fencelock.AcquireOption{}
+			if i%2 == 0 {
+				opts = append(opts, fencelock.WithAutoRenew(time.Second))
+			}
+			lk := e.acquire("short", 10*time.Second, opts...)
+			if err := lk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if woken := fencelock.KeeperPokes(e.c) - before; woken != 0 {
+			t.Errorf("100 acquire+release cycles of locks with a 10s lease woke the keeper %d times, want 0", woken)
+		}
+
+		// A lock renewed every 100ms is due before the loop's next look.
+		start := e.now()
+		lk := e.acquire("often", time.Second, fencelock.WithAutoRenew(100*time.Millisecond))
+		if fencelock.KeeperPokes(e.c) == before {
+			t.Error("a lock due in 100ms did not wake the keeper")
+		}
+		time.Sleep(350 * time.Millisecond)
+		calls := e.b.renewCalls()
+		if len(calls) != 3 {
+			t.Fatalf("renewal calls in 350ms of a lock renewed every 100ms: %v, want 3", calls)
+		}
+		for i, c := range calls {
+			if want := start + time.Duration(i+1)*100*time.Millisecond; c.at != want {
+				t.Errorf("renewal %d at %v, want %v", i+1, c.at, want)
+			}
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -87,8 +87,21 @@ type ReleaseNotifier interface {
 	WatchReleases(ctx context.Context, namespace, key string) (*Watch, error)
 }
 
-// Watch is a registration for release notifications of one lock, made by a
-// ReleaseNotifier.
+// ChangeNotifier is implemented by ReleaseNotifier backends that can also
+// tell watchers that a lock was taken (by an acquisition with
+// AcquireRequest.Notify): Observe uses it to learn of a new leader at once,
+// where a release watch alone would leave it to its next look.
+type ChangeNotifier interface {
+	ReleaseNotifier
+	// WatchChanges is WatchReleases whose Watch also delivers a value after
+	// an acquisition with AcquireRequest.Notify takes the lock. A
+	// WatchReleases watch need not deliver those: its waiters would only
+	// wake to find the lock taken.
+	WatchChanges(ctx context.Context, namespace, key string) (*Watch, error)
+}
+
+// Watch is a registration for release (or change) notifications of one
+// lock, made by a ReleaseNotifier (or ChangeNotifier).
 type Watch struct {
 	// C receives a value after the watched lock is released, or when the
 	// notifier may have missed a release (reconnection). It is never closed.
@@ -154,6 +167,12 @@ type AcquireRequest struct {
 	// keeps it on re-entry, and returns it in LockInfo.Identity; it has no
 	// part in ownership. Backends that do not record it ignore it.
 	Identity string
+	// Notify asks a ChangeNotifier backend to wake the lock's change
+	// watchers when this request takes the lock (not on re-entry): others
+	// watch the lock without waiting for it (Observe watches an election,
+	// and learns of a new leader at once). Campaign sets it. Other backends
+	// ignore it.
+	Notify bool
 }
 
 // AcquireResult is the outcome of one acquire attempt.

@@ -101,7 +101,8 @@
 // assertion; a call that needs one the backend lacks returns an error
 // matching ErrUnsupported. LockInspector (Inspect, ForceRelease, Observe,
 // Leader) is implemented by the Redis backend and the in-memory test
-// backend; ReleaseNotifier (waking waiters at once) by both as well, and so
-// are FairBackend (WithFairness), SemaphoreBackend (Semaphore) and
+// backend; ReleaseNotifier (waking waiters at once) and ChangeNotifier
+// (Observe sees a new leader at once) by both as well, and so are
+// FairBackend (WithFairness), SemaphoreBackend (Semaphore) and
 // RWLockBackend (RWLock).
 package fencelock

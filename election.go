@@ -49,9 +49,10 @@ func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Dur
 		// options, later in the list, say otherwise.
 		opts = append([]AcquireOption{WithAutoRenew(ttl / 3), WithMaxFailures(0)}, opts...)
 	}
-	// Observers watch the leadership without waiting for it: its release
-	// must wake them too (ReleaseRequest.Notify).
-	opts = append(opts[:len(opts):len(opts)], notifyReleases()) // never into the caller's array
+	// Observers watch the leadership without waiting for it: its
+	// acquisition and its release must wake them too (AcquireRequest.Notify,
+	// ReleaseRequest.Notify).
+	opts = append(opts[:len(opts):len(opts)], notifyWatchers()) // never into the caller's array
 	lk, err := c.Acquire(WithOwner(ctx, id), ElectionLockPrefix+election, ttl, opts...)
 	if err != nil {
 		return nil, err
@@ -134,23 +135,42 @@ func leaderOf(info LockInfo) Leader {
 	return Leader{ID: info.Owner, Term: info.Fence, TTL: info.TTL}
 }
 
-// maxObserveWait bounds how long Observe goes without looking: a new
-// leader sends no notification, and a lease that lapses none either. (A
-// resignation does: Campaign's releases set ReleaseRequest.Notify.) A
+// maxObserveWait bounds how long Observe goes without looking: a lease that
+// lapses sends no notification, and a notification can be lost. (A new
+// leader and a resignation do send one, with a ChangeNotifier backend:
+// Campaign sets AcquireRequest.Notify and ReleaseRequest.Notify.) A
 // variable for tests only.
 var maxObserveWait = time.Second
+
+// watchChanges watches key for Observe: its acquisitions and releases with a
+// ChangeNotifier backend (acquisitions reports that), its releases alone
+// with a ReleaseNotifier.
+func (c *Client) watchChanges(ctx context.Context, key string) (w *Watch, acquisitions bool, err error) {
+	if cn, ok := c.backend.(ChangeNotifier); ok {
+		w, err = cn.WatchChanges(ctx, c.cfg.namespace, key)
+		return w, err == nil, err
+	}
+	if c.notifier != nil {
+		w, err = c.notifier.WatchReleases(ctx, c.cfg.namespace, key)
+		return w, false, err
+	}
+	return nil, false, ErrUnsupported
+}
 
 // Observe returns the leaders of the election as they change: the current
 // one first (ID "" when there is none), then each new leader or term, and
 // an empty Leader when the election is left without one. It ends when ctx
 // ends or the loop breaks; it starts no goroutine.
 //
-// It looks again when a release is notified (a leader resigned, or its
-// lock was handed on: with a backend that notifies releases, such as
-// Redis, Observe sees it at once, whether or not a candidate was waiting),
-// when the leader's lease would end, and at least every second. A backend error is
-// yielded as it happens (Leader is then zero), and Observe goes on trying
-// with a backoff. It needs a backend that implements LockInspector: without
+// It looks again when a change is notified, when the leader's lease would
+// end, and at least every second. With a backend that notifies changes
+// (ChangeNotifier: Redis, whose Campaign publishes its acquisitions and
+// releases), Observe sees a new leader and a resignation at once, whether
+// or not a candidate was waiting; with one that notifies releases only, a
+// resignation at once and a new leader at its next look (within a second).
+// A lease that lapses is seen when it ends. A backend error is yielded as
+// it happens (Leader is then zero), and Observe goes on trying with a
+// backoff. It needs a backend that implements LockInspector: without
 // one it yields one error matching ErrUnsupported and ends.
 func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader, error] {
 	return func(yield func(Leader, error) bool) {
@@ -168,12 +188,11 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 			yield(Leader{}, err)
 			return
 		}
-		var releases <-chan struct{}
-		if c.notifier != nil {
-			if w, err := c.notifier.WatchReleases(ctx, c.cfg.namespace, key); err == nil {
-				defer w.Stop()
-				releases = w.C
-			}
+		var changes <-chan struct{}
+		w, acquisitionsNotified, err := c.watchChanges(ctx, key)
+		if err == nil {
+			defer w.Stop()
+			changes = w.C
 		}
 		timer := time.NewTimer(maxObserveWait)
 		defer timer.Stop()
@@ -182,7 +201,7 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 		first := true
 		rounds := 0 // polls in a row without a leader, or failed
 		for ctx.Err() == nil && !c.closed() {
-			drain(releases) // this look covers every release so far
+			drain(changes) // this look covers every change notified so far
 			info, err := c.inspect(ctx, inspector, key)
 			var wait time.Duration
 			switch {
@@ -202,12 +221,18 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 					}
 					first, last = false, now
 				}
-				if now.ID == "" {
-					// A new leader sends no notification: look again soon,
+				switch {
+				case now.ID == "" && acquisitionsNotified:
+					// A new leader is notified; the next look covers
+					// a notification that was lost.
+					rounds = 0
+					wait = maxObserveWait
+				case now.ID == "":
+					// A new leader is not notified: look again soon,
 					// then less often.
 					rounds++
 					wait = defaultRetry.Backoff(rounds)
-				} else {
+				default:
 					rounds = 0
 					wait = now.TTL + time.Millisecond
 				}
@@ -218,7 +243,7 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 				return
 			case <-c.closeCtx.Done():
 				return
-			case <-releases:
+			case <-changes:
 			case <-timer.C:
 			}
 		}

@@ -349,6 +349,129 @@ func TestElectionObserveTiming(t *testing.T) {
 	})
 }
 
+// elChangeShared is elShared with notifications of acquisitions.
+type elChangeShared struct {
+	fencelock.Backend
+	fencelock.ChangeNotifier
+	fencelock.LockInspector
+}
+
+// countedInspector counts the looks of Observe.
+type countedInspector struct {
+	fencelock.LockInspector
+	looks atomic.Int32
+}
+
+func (c *countedInspector) InspectLock(ctx context.Context, namespace, key string) (fencelock.LockInfo, error) {
+	c.looks.Add(1)
+	return c.LockInspector.InspectLock(ctx, namespace, key)
+}
+
+// Observe, deterministically, with a backend that notifies acquisitions
+// (ChangeNotifier): it sees a new leader at the instant Campaign takes the
+// election, where it used to see it at its next look (up to a second later),
+// and it does not keep looking at an election without a leader.
+func TestElectionObserveSeesNewLeaderAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		inspector := &countedInspector{LockInspector: e.b}
+		shared := elChangeShared{e.b, e.b, inspector}
+		a := fencelock.New(shared)
+		obs := fencelock.New(shared)
+		t.Cleanup(func() { a.Close(); obs.Close() })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+
+		type sighting struct {
+			l  fencelock.Leader
+			at time.Duration
+		}
+		seen := make(chan sighting, 16)
+		go func() {
+			for l, err := range obs.Observe(ctx, "e") {
+				if err != nil {
+					t.Errorf("Observe: %v", err)
+				}
+				seen <- sighting{l, e.now()}
+			}
+		}()
+		synctest.Wait()
+		if s := <-seen; s.l.ID != "" || s.at != 0 {
+			t.Fatalf("first sighting %+v at %v, want no leader at 0", s.l, s.at)
+		}
+		looks := inspector.looks.Load()
+		time.Sleep(10*time.Second + 300*time.Millisecond)
+		synctest.Wait()
+		if n := inspector.looks.Load() - looks; n > 11 {
+			t.Errorf("Observe looked %d times in 10.3s at an election without a leader, want one a second at most", n)
+		}
+		campaigned := e.now()
+		lead, err := a.Campaign(ctx, "e", "a", 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case s := <-seen:
+			if s.l.ID != "a" || s.l.Term != lead.Term() || s.at != campaigned {
+				t.Errorf("sighting %+v at %v, want a in term %d at %v, when it was elected", s.l, s.at, lead.Term(), campaigned)
+			}
+		default:
+			t.Errorf("Observe did not see the new leader when it was elected")
+		}
+		cancel()
+	})
+}
+
+// Observe sees a new leader at once on Redis: Campaign publishes its
+// acquisition. The observer's fallback is set to a minute, so without the
+// notification it would see the leader only a minute later.
+func TestElectionObserveSeesNewLeader(t *testing.T) {
+	fencelock.SetMaxObserveWait(t, time.Minute)
+	srv, _ := startRedis(t)
+	candidate := newClient(t, newRedisClient(t, srv.Addr()))
+	observer := newClient(t, newRedisClient(t, srv.Addr()))
+	ctx := ctxTimeout(t, time.Minute)
+
+	octx, stop := context.WithCancel(ctx)
+	leaders := make(chan fencelock.Leader, 8)
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		for l, err := range observer.Observe(octx, "e") {
+			if err != nil {
+				t.Errorf("Observe: %v", err)
+				continue
+			}
+			leaders <- l
+		}
+	}()
+	defer func() { stop(); <-observed }()
+
+	select {
+	case l := <-leaders:
+		if l.ID != "" {
+			t.Fatalf("first observed %+v, want no leader", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Observe yielded nothing within 20s")
+	}
+	lead, err := candidate.Campaign(ctx, "e", "L", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elected := time.Now()
+	select {
+	case l := <-leaders:
+		if l.ID != "L" || l.Term != lead.Term() {
+			t.Fatalf("after the election Observe yielded %+v, want L in term %d", l, lead.Term())
+		}
+		t.Logf("new leader observed %v after Campaign returned", time.Since(elected).Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("Observe did not see the new leader within 20s (its fallback is a minute): no notification of the acquisition")
+	}
+}
+
 // electionChildConfig tells a child process (TestElectionChild) what to do.
 type electionChildConfig struct {
 	Mode     string // "terms": campaign, lead 100ms, resign, until Duration is over; "lead": lead until killed

@@ -123,14 +123,16 @@ type acquireConfig struct {
 	// a read or write hold; hold.go); nil for the plain lock.
 	prim *primitive
 	kind Kind // prim's kind of hold, for Hooks (observer.go)
-	// notify makes every release of the hold wake the backend's release
-	// watchers (ReleaseRequest.Notify): Campaign's, for Observe.
+	// notify makes the acquisition and every release of the hold wake the
+	// backend's watchers (AcquireRequest.Notify, ReleaseRequest.Notify):
+	// Campaign's, for Observe.
 	notify bool
 }
 
-// notifyReleases makes the hold's releases wake release watchers even when
-// no acquire was refused (ReleaseRequest.Notify).
-func notifyReleases() AcquireOption {
+// notifyWatchers makes the hold's acquisition wake change watchers, and its
+// releases wake release watchers even when no acquire was refused
+// (AcquireRequest.Notify, ReleaseRequest.Notify).
+func notifyWatchers() AcquireOption {
 	return func(c *acquireConfig) { c.notify = true }
 }
 

@@ -57,6 +57,7 @@ type waiter struct {
 
 // acquireWaiting runs a waiter until it holds the lock or gives up.
 func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg acquireConfig) (lk *Lock, err error) {
+	req.Notify = cfg.notify
 	w, stop := c.newWaiter(parent, req, cfg)
 	defer func() {
 		stop(lk != nil)

@@ -32,6 +32,22 @@ func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fe
 	return b.watchHolds(ctx, keysOf(namespace, key))
 }
 
+var _ fencelock.ChangeNotifier = (*Backend)(nil)
+
+// WatchChanges implements fencelock.ChangeNotifier: WatchReleases whose
+// watch is also woken when a hold is created, by any acquisition (an etcd
+// watch sees every write, so AcquireRequest.Notify is not needed) but not
+// by renewals, which put a hold again without creating it.
+func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	if key == "" {
+		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+	}
+	k := keysOf(namespace, key)
+	return b.watchRange(ctx, k.holds, k.holdsEnd(), func(ev *clientv3.Event) bool {
+		return ev.Type == clientv3.EventTypeDelete || ev.IsCreate()
+	})
+}
+
 // watchHolds delivers, coalesced, every deletion among the holds of k.
 func (b *Backend) watchHolds(ctx context.Context, k keys) (*fencelock.Watch, error) {
 	return b.watchRange(ctx, k.holds, k.holdsEnd(), func(ev *clientv3.Event) bool { return ev.Type == clientv3.EventTypeDelete })

@@ -57,6 +57,7 @@ var checks = []struct {
 	{"MutualExclusion", mutualExclusion},
 	{"ReleaseNotification", capabilityCheck("release notifications", releaseNotification)},
 	{"ReleaseNotificationNotify", capabilityCheck("release notifications", releaseNotificationNotify)},
+	{"ChangeNotification", capabilityCheck("notifications of acquisitions", changeNotification)},
 	{"LapsedHoldIsGone", lapsedHoldIsGone},
 	{"RetryExtendsHold", retryExtendsHold},
 	{"TombstoneRefusesLateAcquire", tombstoneRefusesLateAcquire},
@@ -332,7 +333,7 @@ func releaseNotification(ctx context.Context, s *suite, n fencelock.ReleaseNotif
 		s.t.Fatal("second token acquired a held lock")
 	}
 	s.release(ctx, "k", "a")
-	s.awaitRelease(w, "a release after a refused acquire")
+	s.awaitNotification(w, "a release after a refused acquire")
 }
 
 // A release with Notify wakes the watchers although no acquire was refused
@@ -344,7 +345,7 @@ func releaseNotificationNotify(ctx context.Context, s *suite, n fencelock.Releas
 	if err != nil || !res.Held {
 		s.t.Fatalf("Release with Notify: %+v, %v", res, err)
 	}
-	s.awaitRelease(w, "a release with Notify")
+	s.awaitNotification(w, "a release with Notify")
 }
 
 // watchHeld takes key for token and watches the lock's releases.
@@ -358,14 +359,34 @@ func (s *suite) watchHeld(ctx context.Context, n fencelock.ReleaseNotifier, key,
 	return w
 }
 
-// awaitRelease fails unless w is woken within 5s of after.
-func (s *suite) awaitRelease(w *fencelock.Watch, after string) {
+// awaitNotification fails unless w is woken within 5s of after.
+func (s *suite) awaitNotification(w *fencelock.Watch, after string) {
 	s.t.Helper()
 	select {
 	case <-w.C:
 	case <-time.After(5 * time.Second):
-		s.t.Fatalf("no release notification within 5s of %s", after)
+		s.t.Fatalf("no notification within 5s of %s", after)
 	}
+}
+
+// An acquisition with Notify wakes the lock's change watchers (an election's
+// observers learn of a new leader), and so does a release with Notify.
+func changeNotification(ctx context.Context, s *suite, n fencelock.ChangeNotifier) {
+	w, err := n.WatchChanges(ctx, s.ns, "k")
+	if err != nil {
+		s.t.Fatalf("WatchChanges(k): %v", err)
+	}
+	defer w.Stop()
+	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", "a"), Owner: "a", TTL: 30 * time.Second, Notify: true})
+	if err != nil || !res.Acquired {
+		s.t.Fatalf("Acquire with Notify of a free lock: %+v, %v", res, err)
+	}
+	s.awaitNotification(w, "an acquisition with Notify")
+	rel, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref("k", "a"), Notify: true})
+	if err != nil || !rel.Held {
+		s.t.Fatalf("Release with Notify: %+v, %v", rel, err)
+	}
+	s.awaitNotification(w, "a release with Notify")
 }
 
 // A hold whose lease ended is gone although another hold of the same owner

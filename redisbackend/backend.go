@@ -116,7 +116,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		return fencelock.AcquireResult{}, err
 	}
 	k := keysFor(req.Namespace, req.Key)
-	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
+	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
 		args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
 		if req.Identity != "" {
@@ -134,6 +134,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		}
 		return acquireResult(vals)
 	})
+	if err == nil {
+		b.notifyAcquired(ctx, req, res, k)
+	}
+	return res, err
 }
 
 // Release implements fencelock.Backend.
@@ -166,6 +170,21 @@ func (b *Backend) notifyIfAsked(ctx context.Context, req fencelock.ReleaseReques
 		return
 	}
 	_ = b.rdb.Publish(ctx, k.channel, "released").Err()
+}
+
+// notifyAcquired wakes the change watchers of the lock (WatchChanges) when
+// req asks for it (fencelock.AcquireRequest.Notify) and res took the lock
+// (not a re-entry), with an "acquired" message in a second request: rare
+// (an election's new leader), so the acquire script's fast path stays as
+// it is. It is sent after the acquisition's result is final, so that a ctx
+// that ends meanwhile fails the publish, never the acquisition. Release
+// watchers ignore the message. A notification is a hint: if this one is
+// lost, the watchers' fallback timers cover it.
+func (b *Backend) notifyAcquired(ctx context.Context, req fencelock.AcquireRequest, res fencelock.AcquireResult, k lockKeys) {
+	if !req.Notify || !res.Acquired || res.Holds != 1 {
+		return
+	}
+	_ = b.rdb.Publish(ctx, k.channel, acquiredMessage).Err()
 }
 
 var _ fencelock.HandOffBackend = (*Backend)(nil)
@@ -324,7 +343,19 @@ func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fe
 	if b.notifier == nil {
 		return nil, errNotificationsOff
 	}
-	return b.notifier.watch(ctx, keysFor(namespace, key).channel)
+	return b.notifier.watch(ctx, keysFor(namespace, key).channel, false)
+}
+
+var _ fencelock.ChangeNotifier = (*Backend)(nil)
+
+// WatchChanges implements fencelock.ChangeNotifier: WatchReleases whose
+// watch is also woken by the "acquired" message of an acquisition with
+// AcquireRequest.Notify.
+func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	if b.notifier == nil {
+		return nil, errNotificationsOff
+	}
+	return b.notifier.watch(ctx, keysFor(namespace, key).channel, true)
 }
 
 // Close stops release notifications and waits for requests that outlived

@@ -284,3 +284,61 @@ func TestReleasePublishesOnlyWhenWaited(t *testing.T) {
 		t.Fatalf("next message %v, %v; want the marker (an uncontended release published)", msg, err)
 	}
 }
+
+// An acquisition with Notify wakes the lock's change watchers
+// (WatchChanges, for Observe), not its release watchers: a waiter woken by
+// it would only find the lock taken. The release that frees the lock wakes
+// both.
+func TestAcquireNotifyWakesChangeWatchersOnly(t *testing.T) {
+	b, _ := newBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	releases, err := b.WatchReleases(ctx, "t", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releases.Stop()
+	changes, err := b.WatchChanges(ctx, "t", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer changes.Stop()
+
+	req := acquireReq("k", "tok1", "owner", time.Minute)
+	req.Notify = true
+	if res, err := b.Acquire(ctx, req); err != nil || !res.Acquired {
+		t.Fatalf("Acquire: %+v, %v", res, err)
+	}
+	select {
+	case <-changes.C:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the change watcher was not woken within 20s of an acquisition with Notify")
+	}
+	// One message wakes the watchers of a channel together (the receiver
+	// goroutine, under one lock): had the release watcher been woken, its
+	// value would be there now.
+	select {
+	case <-releases.C:
+		t.Error("an acquisition woke a release watcher")
+	default:
+	}
+
+	reentry := acquireReq("k", "tok2", "owner", time.Minute)
+	reentry.Notify = true
+	if res, err := b.Acquire(ctx, reentry); err != nil || res.Holds != 2 {
+		t.Fatalf("re-entry: %+v, %v", res, err)
+	}
+	// The release that frees the lock wakes both watchers.
+	for _, token := range []string{"tok2", "tok1"} {
+		if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "k", Token: token}, Notify: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, w := range map[string]*fencelock.Watch{"release": releases, "change": changes} {
+		select {
+		case <-w.C:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the %s watcher was not woken within 20s of the release that freed the lock", name)
+		}
+	}
+}

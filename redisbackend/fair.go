@@ -232,7 +232,7 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 			args = append(args, req.Identity)
 		}
 	}
-	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
+	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		var vals []int64
 		var err error
 		if b.ack != nil {
@@ -245,6 +245,10 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		}
 		return acquireResult(vals)
 	})
+	if err == nil {
+		b.notifyAcquired(ctx, req, res, k)
+	}
+	return res, err
 }
 
 // WatchTurn implements fencelock.FairBackend: the waiter with token is woken

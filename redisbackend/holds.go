@@ -358,7 +358,7 @@ func (b *Backend) watchHolds(ctx context.Context, kind, namespace, key string) (
 	if b.notifier == nil {
 		return nil, errNotificationsOff
 	}
-	return b.notifier.watch(ctx, holdKeysFor(namespace, key, kind).channel)
+	return b.notifier.watch(ctx, holdKeysFor(namespace, key, kind).channel, false)
 }
 
 // checkAcquire validates what every acquire of a hold needs.

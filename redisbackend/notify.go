@@ -43,13 +43,23 @@ type notifier struct {
 	loop sync.WaitGroup // the receiver and the subscriber
 }
 
+// acquiredMessage is published by an acquisition with
+// AcquireRequest.Notify (notifyAcquired): it wakes change watchers only.
+const acquiredMessage = "acquired"
+
 // channel is the state of one release channel.
 type channel struct {
-	watchers   map[chan struct{}]string // wake-up channel → the fair waiter's token, or "" for any release
-	subscribed bool                     // SUBSCRIBE sent (and no UNSUBSCRIBE since)
-	pending    int                      // SUBSCRIBEs sent whose confirmation has not come back
-	ready      chan struct{}            // closed once the latest SUBSCRIBE is confirmed
+	watchers   map[chan struct{}]watcher // by wake-up channel
+	subscribed bool                      // SUBSCRIBE sent (and no UNSUBSCRIBE since)
+	pending    int                       // SUBSCRIBEs sent whose confirmation has not come back
+	ready      chan struct{}             // closed once the latest SUBSCRIBE is confirmed
 	confirmed  bool
+}
+
+// watcher says which messages of its channel wake a watch.
+type watcher struct {
+	token   string // a fair waiter's token (watchFor), or "" for any release
+	changes bool   // acquisitions wake it too (WatchChanges)
 }
 
 func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifier {
@@ -66,9 +76,10 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 
 // watch registers a waiter on name and returns once the subscription is
 // confirmed, ctx ends, or the ready timeout passes (the waiter then relies
-// on its timer until messages flow).
-func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, error) {
-	return n.watchFor(ctx, name, "")
+// on its timer until messages flow). A change watcher (changes) is woken by
+// every message of the channel, "acquired" too.
+func (n *notifier) watch(ctx context.Context, name string, changes bool) (*fencelock.Watch, error) {
+	return n.register(ctx, name, watcher{changes: changes})
 }
 
 // watchFor is watch for a fair waiter with token: it is woken by messages
@@ -77,7 +88,13 @@ func (n *notifier) watch(ctx context.Context, name string) (*fencelock.Watch, er
 // empty: its place may have lapsed), not by those that name another waiter.
 // Plain waiters (token "") are woken by every message but those.
 func (n *notifier) watchFor(ctx context.Context, name, token string) (*fencelock.Watch, error) {
+	return n.register(ctx, name, watcher{token: token})
+}
+
+// register adds the watch wr on name: watch and watchFor.
+func (n *notifier) register(ctx context.Context, name string, wr watcher) (*fencelock.Watch, error) {
 	wake := make(chan struct{}, 1)
+	token := wr.token
 
 	n.mu.Lock()
 	if n.closed {
@@ -92,10 +109,10 @@ func (n *notifier) watchFor(ctx context.Context, name, token string) (*fencelock
 	}
 	ch := n.channels[name]
 	if ch == nil {
-		ch = &channel{watchers: map[chan struct{}]string{}, ready: make(chan struct{})}
+		ch = &channel{watchers: map[chan struct{}]watcher{}, ready: make(chan struct{})}
 		n.channels[name] = ch
 	}
-	ch.watchers[wake] = token
+	ch.watchers[wake] = wr
 	ready := ch.ready
 	n.markDirty(name)
 	n.mu.Unlock()
@@ -279,20 +296,26 @@ func (n *notifier) confirm(name string) {
 	}
 }
 
-// wake delivers a release message: "next:TOKEN" and "grant:TOKEN:FENCE:SEQ"
-// to the fair waiter with that token only (a wake-up for nobody else: the
-// lock is that waiter's), anything else ("released") to every waiter.
+// wake delivers a message: "next:TOKEN" and "grant:TOKEN:FENCE:SEQ" to the
+// fair waiter with that token only (a wake-up for no other waiter: the lock
+// is that waiter's), "acquired" to no waiter, and anything else
+// ("released") to every waiter. Change watchers get every message.
 func (n *notifier) wake(name, payload string) {
 	next, addressed := strings.CutPrefix(payload, "next:")
 	grant, granted := parseGrant(payload)
 	if granted {
 		next, addressed = grant.token, true
 	}
+	acquired := payload == acquiredMessage
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if ch := n.channels[name]; ch != nil {
-		for w, token := range ch.watchers {
-			if !addressed || token == next {
+		for w, wr := range ch.watchers {
+			switch {
+			case wr.changes:
+				notify(w)
+			case acquired:
+			case !addressed || wr.token == next:
 				if granted {
 					n.grants[w] = grant.Grant
 				}

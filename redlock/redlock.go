@@ -472,8 +472,27 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 // had are left out (the waiter's fallback timer covers them); it fails only
 // when none can.
 func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
-	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (*fencelock.Watch, error) {
+	return b.watchEach(ctx, func(ctx context.Context, n node) (*fencelock.Watch, error) {
 		return n.b.WatchReleases(ctx, namespace, key)
+	})
+}
+
+var _ fencelock.ChangeNotifier = (*Backend)(nil)
+
+// WatchChanges implements fencelock.ChangeNotifier, as WatchReleases: an
+// acquisition with AcquireRequest.Notify publishes on each master that
+// grants it, and a message from any master wakes the watcher.
+func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	return b.watchEach(ctx, func(ctx context.Context, n node) (*fencelock.Watch, error) {
+		return n.b.WatchChanges(ctx, namespace, key)
+	})
+}
+
+// watchEach makes a watch on every master and merges them: see
+// WatchReleases.
+func (b *Backend) watchEach(ctx context.Context, watch func(context.Context, node) (*fencelock.Watch, error)) (*fencelock.Watch, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (*fencelock.Watch, error) {
+		return watch(ctx, n)
 	})
 	var watches []*fencelock.Watch
 	var errs []error

@@ -145,7 +145,9 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		head, headEnd := f.head(id, now)
 		if !held && (head == "" || head == req.Token) {
 			f.leave(id, req.Token)
-			return l.acquire(now, req), nil
+			res := l.acquire(now, req)
+			b.acquiredLocked(id, req, res)
+			return res, nil
 		}
 		if placeLease > 0 {
 			var terms *grantTerms

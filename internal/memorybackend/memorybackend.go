@@ -120,9 +120,11 @@ func opIndex(o Op) int {
 // with fault injection. Make it with New; it is safe for concurrent use.
 // The zero value is not usable.
 type Backend struct {
-	mu               sync.Mutex
-	locks            map[lockID]*lock
-	watchers         map[lockID]map[chan struct{}]struct{}
+	mu    sync.Mutex
+	locks map[lockID]*lock
+	// watchers maps a lock's wake-up channels to whether each is a change
+	// watcher (WatchChanges).
+	watchers         map[lockID]map[chan struct{}]bool
 	fair             fairState     // lines of fair waiters (fair.go)
 	granted          int           // releases that handed the lock to a fair waiter
 	noGrants         bool          // DisableGrants
@@ -145,7 +147,7 @@ type Backend struct {
 func New() *Backend {
 	return &Backend{
 		locks:    map[lockID]*lock{},
-		watchers: map[lockID]map[chan struct{}]struct{}{},
+		watchers: map[lockID]map[chan struct{}]bool{},
 		closing:  make(chan struct{}),
 	}
 }
@@ -185,8 +187,19 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		return fencelock.AcquireResult{}, err
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
-		return b.lockFor(idOf(req.LockRef)).acquire(now, req), nil
+		id := idOf(req.LockRef)
+		res := b.lockFor(id).acquire(now, req)
+		b.acquiredLocked(id, req, res)
+		return res, nil
 	})
+}
+
+// acquiredLocked wakes the change watchers of id when req, with Notify,
+// took the lock (res: not a re-entry). b.mu must be held.
+func (b *Backend) acquiredLocked(id lockID, req fencelock.AcquireRequest, res fencelock.AcquireResult) {
+	if req.Notify && res.Acquired && res.Holds == 1 {
+		b.notifyWatchersLocked(id, true)
+	}
 }
 
 // Release implements fencelock.Backend. A Tombstone > 0 is recorded for the
@@ -327,6 +340,20 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 // fallback timers. WatchReleases is not subject to faults or Pause. It
 // fails with ErrClosed after Close.
 func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	return b.watch(ctx, namespace, key, false)
+}
+
+var _ fencelock.ChangeNotifier = (*Backend)(nil)
+
+// WatchChanges implements fencelock.ChangeNotifier: WatchReleases whose
+// channel also gets a value when an Acquire (or AcquireFair) with Notify
+// takes the lock.
+func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+	return b.watch(ctx, namespace, key, true)
+}
+
+// watch registers a release watcher of the lock, or a change watcher.
+func (b *Backend) watch(ctx context.Context, namespace, key string, changes bool) (*fencelock.Watch, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -341,9 +368,9 @@ func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fe
 		return nil, ErrClosed
 	}
 	if b.watchers[id] == nil {
-		b.watchers[id] = map[chan struct{}]struct{}{}
+		b.watchers[id] = map[chan struct{}]bool{}
 	}
-	b.watchers[id][c] = struct{}{}
+	b.watchers[id][c] = changes
 	return fencelock.NewWatch(c, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -356,7 +383,16 @@ func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fe
 
 // notifyLocked wakes the watchers of id, coalescing. b.mu must be held.
 func (b *Backend) notifyLocked(id lockID) {
-	for c := range b.watchers[id] {
+	b.notifyWatchersLocked(id, false)
+}
+
+// notifyWatchersLocked wakes the watchers of id, coalescing: the change
+// watchers only, or all of them. b.mu must be held.
+func (b *Backend) notifyWatchersLocked(id lockID, changesOnly bool) {
+	for c, changes := range b.watchers[id] {
+		if changesOnly && !changes {
+			continue
+		}
 		select {
 		case c <- struct{}{}:
 		default:

@@ -246,12 +246,30 @@ func TestElectionObserveSeesResignation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	octx, stop := context.WithCancel(ctx)
+	leaders := observeAsync(t, ctx, observer, "e")
+
+	if l := nextLeader(t, leaders, "yielded nothing"); l.ID != "L" || l.Term != lead.Term() {
+		t.Fatalf("first observed %+v, want L in term %d", l, lead.Term())
+	}
+	if err := lead.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resigned := time.Now()
+	if l := nextLeader(t, leaders, "did not see the resignation (its fallback is a minute): no release notification"); l.ID != "" {
+		t.Fatalf("after the resignation Observe yielded %+v, want no leader", l)
+	}
+	t.Logf("no leader observed %v after Resign returned", time.Since(resigned).Round(time.Millisecond))
+}
+
+// observeAsync runs Observe of election on c until the test ends, and
+// returns what it yields (an error fails the test).
+func observeAsync(t *testing.T, ctx context.Context, c *fencelock.Client, election string) <-chan fencelock.Leader {
+	ctx, stop := context.WithCancel(ctx)
 	leaders := make(chan fencelock.Leader, 8)
 	observed := make(chan struct{})
 	go func() {
 		defer close(observed)
-		for l, err := range observer.Observe(octx, "e") {
+		for l, err := range c.Observe(ctx, election) {
 			if err != nil {
 				t.Errorf("Observe: %v", err)
 				continue
@@ -259,28 +277,20 @@ func TestElectionObserveSeesResignation(t *testing.T) {
 			leaders <- l
 		}
 	}()
-	defer func() { stop(); <-observed }()
+	t.Cleanup(func() { stop(); <-observed })
+	return leaders
+}
 
+// nextLeader returns the next leader observed, failing the test with "Observe
+// <failure> within 20s" if none comes.
+func nextLeader(t *testing.T, leaders <-chan fencelock.Leader, failure string) fencelock.Leader {
+	t.Helper()
 	select {
 	case l := <-leaders:
-		if l.ID != "L" || l.Term != lead.Term() {
-			t.Fatalf("first observed %+v, want L in term %d", l, lead.Term())
-		}
+		return l
 	case <-time.After(20 * time.Second):
-		t.Fatal("Observe yielded nothing within 20s")
-	}
-	if err := lead.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
-	resigned := time.Now()
-	select {
-	case l := <-leaders:
-		if l.ID != "" {
-			t.Fatalf("after the resignation Observe yielded %+v, want no leader", l)
-		}
-		t.Logf("no leader observed %v after Resign returned", time.Since(resigned).Round(time.Millisecond))
-	case <-time.After(20 * time.Second):
-		t.Fatal("Observe did not see the resignation within 20s (its fallback is a minute): no release notification")
+		t.Fatalf("Observe %s within 20s", failure)
+		return fencelock.Leader{}
 	}
 }
 
@@ -433,43 +443,20 @@ func TestElectionObserveSeesNewLeader(t *testing.T) {
 	observer := newClient(t, newRedisClient(t, srv.Addr()))
 	ctx := ctxTimeout(t, time.Minute)
 
-	octx, stop := context.WithCancel(ctx)
-	leaders := make(chan fencelock.Leader, 8)
-	observed := make(chan struct{})
-	go func() {
-		defer close(observed)
-		for l, err := range observer.Observe(octx, "e") {
-			if err != nil {
-				t.Errorf("Observe: %v", err)
-				continue
-			}
-			leaders <- l
-		}
-	}()
-	defer func() { stop(); <-observed }()
+	leaders := observeAsync(t, ctx, observer, "e")
 
-	select {
-	case l := <-leaders:
-		if l.ID != "" {
-			t.Fatalf("first observed %+v, want no leader", l)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Observe yielded nothing within 20s")
+	if l := nextLeader(t, leaders, "yielded nothing"); l.ID != "" {
+		t.Fatalf("first observed %+v, want no leader", l)
 	}
 	lead, err := candidate.Campaign(ctx, "e", "L", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	elected := time.Now()
-	select {
-	case l := <-leaders:
-		if l.ID != "L" || l.Term != lead.Term() {
-			t.Fatalf("after the election Observe yielded %+v, want L in term %d", l, lead.Term())
-		}
-		t.Logf("new leader observed %v after Campaign returned", time.Since(elected).Round(time.Millisecond))
-	case <-time.After(20 * time.Second):
-		t.Fatal("Observe did not see the new leader within 20s (its fallback is a minute): no notification of the acquisition")
+	if l := nextLeader(t, leaders, "did not see the new leader (its fallback is a minute): no notification of the acquisition"); l.ID != "L" || l.Term != lead.Term() {
+		t.Fatalf("after the election Observe yielded %+v, want L in term %d", l, lead.Term())
 	}
+	t.Logf("new leader observed %v after Campaign returned", time.Since(elected).Round(time.Millisecond))
 }
 
 // electionChildConfig tells a child process (TestElectionChild) what to do.

@@ -103,8 +103,10 @@ type ChangeNotifier interface {
 // Watch is a registration for release (or change) notifications of one
 // lock, made by a ReleaseNotifier (or ChangeNotifier).
 type Watch struct {
-	// C receives a value after the watched lock is released, or when the
-	// notifier may have missed a release (reconnection). It is never closed.
+	// C receives a value after the watched lock is released (and, for a
+	// ChangeNotifier's WatchChanges, after an acquisition with
+	// AcquireRequest.Notify takes it), or when the notifier may have missed
+	// a notification (reconnection). It is never closed.
 	C <-chan struct{}
 	// stop unregisters the watch; set by the notifier.
 	stop func()

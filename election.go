@@ -136,10 +136,10 @@ func leaderOf(info LockInfo) Leader {
 }
 
 // maxObserveWait bounds how long Observe goes without looking: a lease that
-// lapses sends no notification, and a notification can be lost. (A new
-// leader and a resignation do send one, with a ChangeNotifier backend:
-// Campaign sets AcquireRequest.Notify and ReleaseRequest.Notify.) A
-// variable for tests only.
+// lapses sends no notification, and a notification can be lost. (A
+// resignation sends one with any ReleaseNotifier backend, a new leader with
+// a ChangeNotifier: Campaign sets ReleaseRequest.Notify and
+// AcquireRequest.Notify.) A variable for tests only.
 var maxObserveWait = time.Second
 
 // watchChanges watches key for Observe: its acquisitions and releases with a

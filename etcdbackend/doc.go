@@ -15,7 +15,8 @@
 // Everything a fencelock.Client does works on it: TryAcquire, Acquire, Do,
 // re-entry with WithOwner, Refresh, TTL, the lease keeper's renewals and its
 // loss signal, Inspect and ForceRelease (LockInspector), Check (Checker),
-// release notifications (ReleaseNotifier), the fair line of WithFairness
+// release notifications (ReleaseNotifier) and notifications of new holders
+// for Observe (ChangeNotifier), the fair line of WithFairness
 // (FairBackend), semaphores (SemaphoreBackend) and read-write locks
 // (RWLockBackend).
 //

@@ -163,28 +163,42 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 // on. The release script publishes only when an acquire was refused while
 // the lock was held (so that an uncontended release costs no PUBLISH, which
 // on Cluster reaches every node); a release with Notify, rare (an election's
-// resignation), publishes in a second request. A notification is a hint:
-// if this one is lost, the watchers' fallback timers cover it.
+// resignation), publishes in a second request (publishHint).
 func (b *Backend) notifyIfAsked(ctx context.Context, req fencelock.ReleaseRequest, res fencelock.ReleaseResult, k lockKeys) {
 	if !req.Notify || !res.Held || res.Remaining > 0 {
 		return
 	}
-	_ = b.rdb.Publish(ctx, k.channel, "released").Err()
+	b.publishHint(ctx, k.channel, "released")
 }
 
 // notifyAcquired wakes the change watchers of the lock (WatchChanges) when
 // req asks for it (fencelock.AcquireRequest.Notify) and res took the lock
-// (not a re-entry), with an "acquired" message in a second request: rare
-// (an election's new leader), so the acquire script's fast path stays as
-// it is. It is sent after the acquisition's result is final, so that a ctx
-// that ends meanwhile fails the publish, never the acquisition. Release
-// watchers ignore the message. A notification is a hint: if this one is
-// lost, the watchers' fallback timers cover it.
+// (not a re-entry), with an "acquired" message in a second request
+// (publishHint): rare (an election's new leader), so the acquire script's
+// fast path stays as it is. Release watchers ignore the message.
 func (b *Backend) notifyAcquired(ctx context.Context, req fencelock.AcquireRequest, res fencelock.AcquireResult, k lockKeys) {
 	if !req.Notify || !res.Acquired || res.Holds != 1 {
 		return
 	}
-	_ = b.rdb.Publish(ctx, k.channel, acquiredMessage).Err()
+	b.publishHint(ctx, k.channel, acquiredMessage)
+}
+
+// hintTimeout bounds a notification's PUBLISH.
+const hintTimeout = time.Second
+
+// publishHint publishes message on channel in the background, within
+// hintTimeout (and go-redis's timeouts), and does not wait for it: a
+// notification is a hint, and the request it follows is done. Waiting would
+// let a server that stalls on the PUBLISH hold the caller past its
+// deadline, and eat into the lease an acquisition was granted. If it is
+// lost, the watchers' fallback timers cover it. Close waits for it.
+func (b *Backend) publishHint(ctx context.Context, channel, message string) {
+	ctx = context.WithoutCancel(ctx)
+	b.calls.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, hintTimeout)
+		defer cancel()
+		_ = b.rdb.Publish(ctx, channel, message).Err()
+	})
 }
 
 var _ fencelock.HandOffBackend = (*Backend)(nil)

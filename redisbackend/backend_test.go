@@ -342,3 +342,86 @@ func TestAcquireNotifyWakesChangeWatchersOnly(t *testing.T) {
 		}
 	}
 }
+
+// publishStall holds every PUBLISH until release is closed: a server that
+// stalls on the notification after it answered the acquisition.
+type publishStall struct {
+	release chan struct{}
+	seen    chan struct{} // gets a value when a PUBLISH is held
+}
+
+func (h *publishStall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *publishStall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *publishStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "publish" {
+			select {
+			case h.seen <- struct{}{}:
+			default:
+			}
+			<-h.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// The notification of an acquisition (AcquireRequest.Notify) is a hint sent
+// off the caller's path: a PUBLISH that stalls neither holds the caller nor
+// eats into the lease it was granted (before, the Acquire call waited for
+// it, past its ctx with go-redis's defaults, and the Client then found the
+// reply too late and gave the acquisition up). Nor does the one after a
+// release with Notify hold the releaser.
+func TestNotificationsDoNotHoldTheCaller(t *testing.T) {
+	srv := servertest.Redis(t)
+	stall := &publishStall{release: make(chan struct{}), seen: make(chan struct{}, 2)}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb.AddHook(stall)
+	b := redisbackend.New(rdb)
+	t.Cleanup(func() {
+		close(stall.release) // before Close, which waits for the notifications
+		b.Close()
+		rdb.Close()
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := acquireReq("k", "tok1", "tok1", time.Minute)
+	req.Notify = true
+	done := make(chan error, 1)
+	go func() {
+		res, err := b.Acquire(ctx, req)
+		if err == nil && !res.Acquired {
+			err = errors.New("not acquired")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Acquire with Notify: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Acquire with Notify did not return within 20s while its notification stalled")
+	}
+	select {
+	case <-stall.seen:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notification sent for an acquisition with Notify")
+	}
+
+	rel := make(chan error, 1)
+	go func() {
+		_, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef, Notify: true})
+		rel <- err
+	}()
+	select {
+	case err := <-rel:
+		if err != nil {
+			t.Fatalf("Release with Notify: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Release with Notify did not return within 20s while its notification stalled")
+	}
+}

@@ -228,6 +228,7 @@ func (b *Backend) afterRelease(id lockID, now time.Time, token string, held, fre
 		if p := f.headPlace(id); p.grant != nil && !b.noGrants {
 			// Take the lock for the waiter, and tell it.
 			res := b.lockFor(id).acquire(now, p.grant.req)
+			b.acquiredLocked(id, p.grant.req, res)
 			f.leave(id, head)
 			b.granted++
 			if b.loseGrantNotices {

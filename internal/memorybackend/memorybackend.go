@@ -346,8 +346,9 @@ func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fe
 var _ fencelock.ChangeNotifier = (*Backend)(nil)
 
 // WatchChanges implements fencelock.ChangeNotifier: WatchReleases whose
-// channel also gets a value when an Acquire (or AcquireFair) with Notify
-// takes the lock.
+// channel also gets a value when an acquisition with Notify takes the lock:
+// an Acquire, an AcquireFair, or a release that grants the lock to a fair
+// waiter whose request has Notify.
 func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
 	return b.watch(ctx, namespace, key, true)
 }

@@ -223,6 +223,29 @@ func TestAnalyzePause(t *testing.T) {
 	res = analyzeRun(pauseRun(synthHold(2, 1, 16, 2201, 2300, 2, 0)))
 	wantStatus(t, "unpaused violation, counter only", res, StatusFail, "1 violations")
 
+	// Worker 1, never paused, was not run from 2110ms to 2700ms (590ms,
+	// more than the 350ms its lease can bridge: 500ms less the 150ms
+	// renewal interval), and held on until 2710ms, while worker 2 had the
+	// lock from 2620ms: an involuntary pause, excused from its start, with
+	// a note. Shorter (300ms), or beginning after the overlap did, it
+	// excuses nothing.
+	stalled := func(from, dur int64) *iterRecord {
+		r := refused(synthHold(1, 1, 15, 2101, 2710, 1, 1), 16)
+		r.StallFrom, r.StallFor = at(from), dur*ms
+		r.ToldAt, r.LostBeforeRelease, r.LostAtEnd = at(2705), true, true
+		return r
+	}
+	next := synthHold(2, 1, 16, 2620, 2800, 2, 0)
+	res = analyzeRun(pauseRun(stalled(2110, 590), next))
+	wantStatus(t, "stalled holder", res, StatusPass)
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "worker 1 (fence 15), not one the demo paused, went 590ms without being run") {
+		t.Errorf("stalled holder: no note of the stall; notes: %q", res.Notes)
+	}
+	res = analyzeRun(pauseRun(stalled(2110, 300), next))
+	wantStatus(t, "short stall", res, StatusFail, "2 holders overlapped", "2 violations")
+	res = analyzeRun(pauseRun(stalled(2650, 590), next))
+	wantStatus(t, "stall after the overlap began", res, StatusFail, "2 holders overlapped")
+
 	// The paused holder overlapping another before its SIGSTOP is not
 	// excused either.
 	in := pauseRun(refused(synthHold(3, 0, 9, 0, 150, 1, 1), 10))

@@ -125,6 +125,13 @@ type iterRecord struct {
 	ToldAt  int64  `json:"told_at,omitempty"`
 	LostErr string `json:"lost_err,omitempty"` // the lock's Err when it was told
 
+	// StallFrom and StallFor: the longest the worker process went without
+	// being run during the hold (the largest gap between two ticks of a
+	// goroutine that wakes every stallTick), and when it began. A SIGSTOP
+	// shows here too.
+	StallFrom int64 `json:"stall_from,omitempty"`
+	StallFor  int64 `json:"stall_for,omitempty"`
+
 	LostBeforeRelease bool `json:"lost_before_release,omitempty"` // Done had fired with ErrLost before Release was called
 	LostAtEnd         bool `json:"lost_at_end,omitempty"`         // Err matched ErrLost after Release (also when Release found it gone)
 

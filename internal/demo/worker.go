@@ -260,6 +260,7 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 	// the counter below.
 	rec.Acquired = mono()
 	rec.Fence = lk.Fence()
+	stopStallWatch := watchStalls(rec)
 	holder := holderValue{Pid: w.pid, Worker: w.cfg.ID, Fence: rec.Fence}.String()
 
 	// When was the holder told? Stamp the moment Done closes, as an
@@ -277,6 +278,7 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 		if rec.Exited == 0 {
 			rec.Exited = mono()
 		}
+		stopStallWatch()
 		if rec.LostBeforeRelease {
 			<-lk.Done() // closed by the loss (Err reports it)
 			<-stamped
@@ -358,6 +360,43 @@ func (w *worker) iteration(ctx context.Context, i int) *iterRecord {
 	}
 	release()
 	return rec
+}
+
+// stallTick is how often a holder checks that its process is being run.
+const stallTick = 5 * time.Millisecond
+
+// watchStalls records in rec (StallFrom, StallFor) the largest gap between
+// two ticks of a goroutine that wakes every stallTick, from now until stop
+// is called: how long the machine left this process unscheduled (or a
+// signal stopped it). A holder not run for longer than its lease can bridge
+// is paused as surely as by SIGSTOP. stop ends the watch and waits for it;
+// rec's other fields are not touched.
+func watchStalls(rec *iterRecord) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(stallTick)
+		defer tick.Stop()
+		last := mono()
+		look := func() {
+			now := mono()
+			if gap := now - last; gap > rec.StallFor {
+				rec.StallFrom, rec.StallFor = last, gap
+			}
+			last = now
+		}
+		for {
+			select {
+			case <-quit:
+				look()
+				return
+			case <-tick.C:
+				look()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); <-done }) }
 }
 
 // holdOn holds the lock of fence until the master's "release FENCE", the

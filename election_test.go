@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/childtest"
+	"github.com/fencelock/fencelock/internal/memorybackend"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -428,6 +429,68 @@ func TestElectionObserveSeesNewLeaderAtOnce(t *testing.T) {
 			}
 		default:
 			t.Errorf("Observe did not see the new leader when it was elected")
+		}
+		cancel()
+	})
+}
+
+// With WithFairness, a resignation hands the election to the next candidate
+// in the server's line (a grant, in the release's own step): the in-memory
+// backend tells change watchers of that acquisition too, so Observe sees
+// the successor at the instant of the resignation, not at its next look.
+func TestElectionObserveSeesGrantedSuccessorAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memorybackend.New()
+		t.Cleanup(func() { b.Close() })
+		a, c, obs := fencelock.New(b), fencelock.New(b), fencelock.New(b)
+		t.Cleanup(func() { a.Close(); c.Close(); obs.Close() })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+
+		lead, err := a.Campaign(ctx, "e", "a", 3*time.Second, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := make(chan *fencelock.Leadership, 1)
+		go func() {
+			l, err := c.Campaign(ctx, "e", "c", 3*time.Second, fencelock.WithFairness())
+			if err != nil {
+				t.Errorf("second Campaign: %v", err)
+			}
+			next <- l
+		}()
+		type sighting struct {
+			l  fencelock.Leader
+			at time.Duration
+		}
+		seen := make(chan sighting, 16)
+		go func() {
+			for l, err := range obs.Observe(ctx, "e") {
+				if err != nil {
+					t.Errorf("Observe: %v", err)
+				}
+				seen <- sighting{l, time.Since(start)}
+			}
+		}()
+		time.Sleep(500 * time.Millisecond) // the candidate waits in line
+		synctest.Wait()
+		if s := <-seen; s.l.ID != "a" {
+			t.Fatalf("first sighting %+v, want a", s.l)
+		}
+		resigned := time.Since(start)
+		if err := lead.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		successor := <-next
+		synctest.Wait()
+		select {
+		case s := <-seen:
+			if s.l.ID != "c" || s.l.Term != successor.Term() || s.at != resigned {
+				t.Errorf("sighting %+v at %v, want c in term %d at %v, the resignation", s.l, s.at, successor.Term(), resigned)
+			}
+		default:
+			t.Error("Observe did not see the successor when the resignation granted it the election")
 		}
 		cancel()
 	})

@@ -313,21 +313,7 @@ func TestElectionObserveTiming(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		type sighting struct {
-			l  fencelock.Leader
-			at time.Duration
-		}
-		seen := make(chan sighting, 16)
-		var polls atomic.Int32
-		go func() {
-			for l, err := range obs.Observe(ctx, "e") {
-				polls.Add(1)
-				if err != nil {
-					t.Errorf("Observe: %v", err)
-				}
-				seen <- sighting{l, e.now()}
-			}
-		}()
+		seen := sightings(t, ctx, obs, "e", e.start)
 		go b.Campaign(ctx, "e", "b", 3*time.Second)
 		synctest.Wait()
 		if s := <-seen; s.l.ID != "a" || s.at != 0 {
@@ -393,19 +379,7 @@ func TestElectionObserveSeesNewLeaderAtOnce(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 
-		type sighting struct {
-			l  fencelock.Leader
-			at time.Duration
-		}
-		seen := make(chan sighting, 16)
-		go func() {
-			for l, err := range obs.Observe(ctx, "e") {
-				if err != nil {
-					t.Errorf("Observe: %v", err)
-				}
-				seen <- sighting{l, e.now()}
-			}
-		}()
+		seen := sightings(t, ctx, obs, "e", e.start)
 		synctest.Wait()
 		if s := <-seen; s.l.ID != "" || s.at != 0 {
 			t.Fatalf("first sighting %+v at %v, want no leader at 0", s.l, s.at)
@@ -421,15 +395,7 @@ func TestElectionObserveSeesNewLeaderAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait()
-		select {
-		case s := <-seen:
-			if s.l.ID != "a" || s.l.Term != lead.Term() || s.at != campaigned {
-				t.Errorf("sighting %+v at %v, want a in term %d at %v, when it was elected", s.l, s.at, lead.Term(), campaigned)
-			}
-		default:
-			t.Errorf("Observe did not see the new leader when it was elected")
-		}
+		expectSighting(t, seen, "a", lead.Term(), campaigned, "when it was elected")
 		cancel()
 	})
 }
@@ -460,19 +426,7 @@ func TestElectionObserveSeesGrantedSuccessorAtOnce(t *testing.T) {
 			}
 			next <- l
 		}()
-		type sighting struct {
-			l  fencelock.Leader
-			at time.Duration
-		}
-		seen := make(chan sighting, 16)
-		go func() {
-			for l, err := range obs.Observe(ctx, "e") {
-				if err != nil {
-					t.Errorf("Observe: %v", err)
-				}
-				seen <- sighting{l, time.Since(start)}
-			}
-		}()
+		seen := sightings(t, ctx, obs, "e", start)
 		time.Sleep(500 * time.Millisecond) // the candidate waits in line
 		synctest.Wait()
 		if s := <-seen; s.l.ID != "a" {
@@ -483,17 +437,47 @@ func TestElectionObserveSeesGrantedSuccessorAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		successor := <-next
-		synctest.Wait()
-		select {
-		case s := <-seen:
-			if s.l.ID != "c" || s.l.Term != successor.Term() || s.at != resigned {
-				t.Errorf("sighting %+v at %v, want c in term %d at %v, the resignation", s.l, s.at, successor.Term(), resigned)
-			}
-		default:
-			t.Error("Observe did not see the successor when the resignation granted it the election")
-		}
+		expectSighting(t, seen, "c", successor.Term(), resigned, "at the resignation that granted it the election")
 		cancel()
 	})
+}
+
+// sighting is a leader Observe yielded, and when: the time since the
+// test's start (virtual time, in a synctest bubble).
+type sighting struct {
+	l  fencelock.Leader
+	at time.Duration
+}
+
+// sightings runs Observe of election on c until ctx ends, and returns what
+// it yields, stamped with the time since start (an error fails the test).
+func sightings(t *testing.T, ctx context.Context, c *fencelock.Client, election string, start time.Time) <-chan sighting {
+	seen := make(chan sighting, 16)
+	go func() {
+		for l, err := range c.Observe(ctx, election) {
+			if err != nil {
+				t.Errorf("Observe: %v", err)
+			}
+			seen <- sighting{l, time.Since(start)}
+		}
+	}()
+	return seen
+}
+
+// expectSighting waits until every goroutine of the bubble is blocked, then
+// checks that Observe has yielded leader id in term at the instant at
+// (described by when).
+func expectSighting(t *testing.T, seen <-chan sighting, id string, term int64, at time.Duration, when string) {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case s := <-seen:
+		if s.l.ID != id || s.l.Term != term || s.at != at {
+			t.Errorf("sighting %+v at %v, want %s in term %d at %v, %s", s.l, s.at, id, term, at, when)
+		}
+	default:
+		t.Errorf("Observe did not see %s %s", id, when)
+	}
 }
 
 // Observe sees a new leader at once on Redis: Campaign publishes its

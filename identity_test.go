@@ -50,6 +50,34 @@ func TestIdentity(t *testing.T) {
 				t.Fatalf("after release: %+v, %v", info, err)
 			}
 
+			// So is the identity of a fair acquisition: a single attempt
+			// (no place in line), and a waiter's, granted by a release.
+			lk, err = named.TryAcquire(ctx, "id:fair", time.Minute, fencelock.WithFairness())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info, err := named.Inspect(ctx, "id:fair"); err != nil || info.Identity != "billing-7 pid 4242" {
+				t.Fatalf("Inspect of a lock taken by a fair TryAcquire WithIdentity: %+v, %v", info, err)
+			}
+			waited := make(chan *fencelock.Lock, 1)
+			go func() {
+				next, err := named.Acquire(ctx, "id:fair", time.Minute, fencelock.WithFairness())
+				if err != nil {
+					t.Error(err)
+				}
+				waited <- next
+			}()
+			time.Sleep(50 * time.Millisecond) // usually in line by then; if not, it takes the free lock
+			if err := lk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if next := <-waited; next != nil {
+				if info, err := named.Inspect(ctx, "id:fair"); err != nil || info.Identity != "billing-7 pid 4242" || info.Owner != next.Token() {
+					t.Fatalf("Inspect of a lock a fair waiter WithIdentity got: %+v, %v", info, err)
+				}
+				next.Release(ctx)
+			}
+
 			lk, err = anon.TryAcquire(ctx, "id:anon", time.Minute)
 			if err != nil {
 				t.Fatal(err)

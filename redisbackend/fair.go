@@ -63,9 +63,10 @@ end
 const grantFunctions = `
 -- grant_next gives the free lock to the first live waiter of the line if
 -- it accepts grants (its place has a g:TOKEN field: the owner, lease,
--- fence floor, identity and latest attempt of that waiter, in JSON, as
--- strings), and tells it ("grant:TOKEN:FENCE:SEQ"); otherwise it wakes it
--- as wake_next does.
+-- fence floor, identity, latest attempt and own channel of that waiter, in
+-- JSON, as strings), and tells it ("grant:TOKEN:FENCE:SEQ") on its own
+-- channel (the key's channel for a waiter without one); otherwise it wakes
+-- it as wake_next does.
 local function grant_next(lock, counter, queue, queueEnds, channel, counterTTL, anyone)
   local nowUs = now_us()
   local now = math.floor(nowUs / 1000)
@@ -90,7 +91,7 @@ local function grant_next(lock, counter, queue, queueEnds, channel, counterTTL, 
   else
     redis.call('DEL', queueEnds)
   end
-  redis.call('PUBLISH', channel, 'grant:' .. head .. ':' .. string.format('%d', reply[2]) .. ':' .. g.s)
+  redis.call('PUBLISH', g.c or channel, 'grant:' .. head .. ':' .. string.format('%d', reply[2]) .. ':' .. g.s)
 end
 `
 
@@ -101,15 +102,15 @@ end
 // not wait in line.
 //
 //	KEYS: lock, fence counter, tombstone, queue, queue ends
-//	ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor, place (ms), channel
-//	      [, grant (ms, 0: no grants), attempt number[, identity]]
+//	ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor, place (ms), channel,
+//	      grant (ms, 0: no grants), attempt number, the waiter's own channel ("": none)[, identity]
 //	returns {1, fence, holds} when held; when not, {0, 0, 0, ms until the
 //	holder's lease or the first waiter's place ends, or -1}.
 //
 // A waiter that accepts grants (fencelock.FairGranter) leaves with its place
-// what a release needs to take the lock for it (field g:TOKEN, see
-// grantFunctions); it is rewritten by each attempt, so it names the latest
-// attempt the server handled.
+// what a release needs to take the lock for it and the channel to tell it
+// on (field g:TOKEN, see grantFunctions); it is rewritten by each attempt,
+// so it names the latest attempt the server handled.
 var fairAcquireScript = newScript(prelude + queueFunctions + `
 local lock, counter, tombstone, queue, queueEnds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, token, ttl, counterTTL, floor = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -133,7 +134,7 @@ end
 
 local head, headEnds = queue_head(queue, queueEnds, now)
 if not holder and (not head or head == token) then
-  local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[10])
+  local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[11])
   if head then
     leave_line(queue, queueEnds, token)
     if redis.call('EXISTS', queue) == 1 then
@@ -150,10 +151,11 @@ if place > 0 then
   if not redis.call('ZSCORE', queue, token) then
     redis.call('ZADD', queue, redis.call('HINCRBY', queueEnds, '#seq', 1), token)
   end
-  local grant = tonumber(ARGV[8] or '0')
+  local grant = tonumber(ARGV[8])
   if grant > 0 then
     local g = {o = owner, l = ARGV[8], f = ARGV[5], s = ARGV[9]}
-    if ARGV[10] then g.i = ARGV[10] end
+    if ARGV[10] ~= '' then g.c = ARGV[10] end
+    if ARGV[11] then g.i = ARGV[11] end
     redis.call('HSET', queueEnds, token, string.format('%d', now + place), 'g:' .. token, cjson.encode(g))
   else
     redis.call('HSET', queueEnds, token, string.format('%d', now + place))
@@ -225,12 +227,14 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 	}
 	k := keysFor(req.Namespace, req.Key)
 	keys := []string{k.lock, k.fence, k.tombstone(req.Token), k.queue(), k.queueEnds()}
-	args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0), ms(max(place, 0)), k.channel}
-	if grant > 0 {
-		args = append(args, ms(grant), seq)
-		if req.Identity != "" {
-			args = append(args, req.Identity)
-		}
+	grantChannel := ""
+	if grant > 0 && b.notifier != nil {
+		grantChannel = b.notifier.grantChannel(req.Namespace)
+	}
+	args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0), ms(max(place, 0)), k.channel,
+		ms(max(grant, 0)), seq, grantChannel}
+	if req.Identity != "" {
+		args = append(args, req.Identity)
 	}
 	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		var vals []int64
@@ -258,7 +262,7 @@ func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (
 	if b.notifier == nil {
 		return nil, errNotificationsOff
 	}
-	return b.notifier.watchFor(ctx, keysFor(namespace, key).channel, token)
+	return b.notifier.watchFor(ctx, namespace, keysFor(namespace, key).channel, token)
 }
 
 // acquireResult decodes the reply of an acquire script.

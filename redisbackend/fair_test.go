@@ -432,9 +432,17 @@ func TestFairGrant(t *testing.T) {
 		// load.)
 		pollUntil(t, 30*time.Second, "the waiter's first place renewal", func() bool { return counter.Load() >= 3 })
 		renewed := time.Now() // just after the attempt the grant will name was sent
+		// The release's one message, the grant, goes to the waiter's own
+		// channel, not to the key's, which every process waiting for the
+		// key subscribes to.
 		sub := rdb.Subscribe(ctx, "fair:{g}:released")
-		if _, err := sub.Receive(ctx); err != nil {
+		if err := sub.PSubscribe(ctx, "fair:grants:*"); err != nil {
 			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		before := counter.Load()
 		if err := lk.Release(ctx); err != nil {
@@ -450,8 +458,8 @@ func TestFairGrant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(msg.Payload, "grant:"+next.Token()+":") {
-			t.Fatalf("hand-off %d: the release published %q, want a grant to %s", i, msg.Payload, next.Token())
+		if !strings.HasPrefix(msg.Payload, "grant:"+next.Token()+":") || !strings.HasPrefix(msg.Channel, "fair:grants:") {
+			t.Fatalf("hand-off %d: the release published %q on %s, want a grant to %s on the waiter's own channel", i, msg.Payload, msg.Channel, next.Token())
 		}
 		// Unless the machine stalled the test or the waiter until the
 		// waiter's next place renewal (FairPlaceLease/3 after the last),

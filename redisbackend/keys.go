@@ -37,9 +37,14 @@ import (
 //	                        grantFunctions); field "#seq" = the last arrival
 //	                        number. Both expire with the longest place.
 //	NS:{KEY}:released       pub/sub channel: a message when the lock is freed
-//	                        ("released"), when a release granted the lock to
-//	                        a fair waiter ("grant:TOKEN:FENCE:ATTEMPT"), or
-//	                        when a fair waiter's turn has come ("next:TOKEN")
+//	                        ("released"), when a fair waiter's turn has come
+//	                        ("next:TOKEN"), or when a release granted the
+//	                        lock to a fair waiter without a grant channel
+//	                        ("grant:TOKEN:FENCE:ATTEMPT")
+//	NS:grants:RANDOM        pub/sub channel of one Backend for its fair
+//	                        waiters of the namespace (notifier.grantChannel):
+//	                        a release granted the lock to one of them
+//	                        ("grant:TOKEN:FENCE:ATTEMPT")
 //
 // The braces are a Redis Cluster hash tag: the lock's keys live in one slot,
 // so each script touches one node. With an empty namespace the keys start at

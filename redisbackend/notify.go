@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,6 +39,17 @@ type notifier struct {
 	grants   map[chan struct{}]fencelock.Grant // grants announced to fair waiters, not yet taken
 	closed   bool
 
+	// id names this notifier's own channels, one per namespace
+	// (grantChannel), on which releases tell its fair waiters of their
+	// grants (grant_next), so that a grant wakes the one process whose
+	// waiter it names instead of every process waiting for the key. Each
+	// is subscribed from the namespace's first fair waiter on until the
+	// notifier closes (ownChannels). grantees are the fair waiters, by
+	// token.
+	id          string
+	ownChannels map[string]bool
+	grantees    map[string]chan struct{}
+
 	kick chan struct{} // buffered: the subscriber has work
 	quit chan struct{}
 	loop sync.WaitGroup // the receiver and the subscriber
@@ -69,6 +81,9 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 		channels:     map[string]*channel{},
 		dirty:        map[string]struct{}{},
 		grants:       map[chan struct{}]fencelock.Grant{},
+		id:           rand.Text(),
+		ownChannels:  map[string]bool{},
+		grantees:     map[string]chan struct{}{},
 		kick:         make(chan struct{}, 1),
 		quit:         make(chan struct{}),
 	}
@@ -79,20 +94,35 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 // on its timer until messages flow). A change watcher (changes) is woken by
 // every message of the channel, "acquired" too.
 func (n *notifier) watch(ctx context.Context, name string, changes bool) (*fencelock.Watch, error) {
-	return n.register(ctx, name, watcher{changes: changes})
+	return n.register(ctx, "", name, watcher{changes: changes})
 }
 
 // watchFor is watch for a fair waiter with token: it is woken by messages
 // that name it ("next:TOKEN", "grant:TOKEN:FENCE:SEQ", whose grant the
 // Watch's TakeGrant returns) and by plain "released" ones (the line was
 // empty: its place may have lapsed), not by those that name another waiter.
-// Plain waiters (token "") are woken by every message but those.
-func (n *notifier) watchFor(ctx context.Context, name, token string) (*fencelock.Watch, error) {
-	return n.register(ctx, name, watcher{token: token})
+// Plain waiters (token "") are woken by every message but those. Its
+// grants come on the notifier's own channel of namespace (grantChannel),
+// which the watch also waits for.
+func (n *notifier) watchFor(ctx context.Context, namespace, name, token string) (*fencelock.Watch, error) {
+	return n.register(ctx, namespace, name, watcher{token: token})
 }
 
-// register adds the watch wr on name: watch and watchFor.
-func (n *notifier) register(ctx context.Context, name string, wr watcher) (*fencelock.Watch, error) {
+// grantChannel is the notifier's own channel for its fair waiters of
+// namespace: NS:grants:ID, or grants:ID without a namespace. It shares the
+// namespace's prefix with the lock keys, so that an ACL that lets a user
+// at a namespace's keys and channels (~NS:* &NS:*) covers it, and has no
+// brace, so that it never matches a lock's channel (NS:{KEY}:released).
+func (n *notifier) grantChannel(namespace string) string {
+	if namespace == "" {
+		return "grants:" + n.id
+	}
+	return namespace + ":grants:" + n.id
+}
+
+// register adds the watch wr on name (for a fair waiter: of namespace):
+// watch and watchFor.
+func (n *notifier) register(ctx context.Context, namespace, name string, wr watcher) (*fencelock.Watch, error) {
 	wake := make(chan struct{}, 1)
 	token := wr.token
 
@@ -107,42 +137,82 @@ func (n *notifier) register(ctx context.Context, name string, wr watcher) (*fenc
 		go n.receive(n.ps)
 		go n.subscriber(n.ps)
 	}
-	ch := n.channels[name]
-	if ch == nil {
-		ch = &channel{watchers: map[chan struct{}]watcher{}, ready: make(chan struct{})}
-		n.channels[name] = ch
-	}
+	ch := n.channelLocked(name)
 	ch.watchers[wake] = wr
 	ready := ch.ready
 	n.markDirty(name)
+	grantsReady := closedChan
+	if token != "" {
+		n.grantees[token] = wake
+		grantsReady = n.ownChannelLocked(n.grantChannel(namespace)).ready
+	}
 	n.mu.Unlock()
 
-	w := fencelock.NewWatch(wake, func() { n.unwatch(name, wake) })
+	w := fencelock.NewWatch(wake, func() { n.unwatch(name, token, wake) })
 	if token != "" {
-		w = fencelock.NewGrantWatch(wake, func() { n.unwatch(name, wake) }, func() (fencelock.Grant, bool) {
+		w = fencelock.NewGrantWatch(wake, func() { n.unwatch(name, token, wake) }, func() (fencelock.Grant, bool) {
 			return n.takeGrant(wake)
 		})
 	}
 	timer := time.NewTimer(n.readyTimeout)
 	defer timer.Stop()
-	select {
-	case <-ready:
-	case <-timer.C:
-	case <-ctx.Done():
-		w.Stop()
-		return nil, ctx.Err()
+	for _, ready := range [...]chan struct{}{ready, grantsReady} {
+		select {
+		case <-ready:
+		case <-timer.C:
+			return w, nil
+		case <-ctx.Done():
+			w.Stop()
+			return nil, ctx.Err()
+		}
 	}
 	return w, nil
 }
 
-// unwatch removes a waiter. A channel left without waiters is unsubscribed
-// at once, which keeps Redis's subscriber order (the order in which it
-// delivers a release message) close to the order in which processes began
-// waiting: across processes the longest waiter tends to try first.
-func (n *notifier) unwatch(name string, wake chan struct{}) {
+// closedChan is a closed channel: a subscription that needs no waiting.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// channelLocked returns the state of the channel name, made if need be.
+// n.mu must be held.
+func (n *notifier) channelLocked(name string) *channel {
+	ch := n.channels[name]
+	if ch == nil {
+		ch = &channel{watchers: map[chan struct{}]watcher{}, ready: make(chan struct{})}
+		n.channels[name] = ch
+	}
+	return ch
+}
+
+// ownChannelLocked returns the state of the notifier's own channel name
+// (grantChannel), and subscribes it the first time: a watcher that nobody
+// reads keeps it subscribed until the notifier closes, so that fair
+// waiters after the first never wait for its SUBSCRIBE. n.mu must be held.
+func (n *notifier) ownChannelLocked(name string) *channel {
+	ch := n.channelLocked(name)
+	if !n.ownChannels[name] {
+		n.ownChannels[name] = true
+		ch.watchers[make(chan struct{}, 1)] = watcher{}
+		n.markDirty(name)
+	}
+	return ch
+}
+
+// unwatch removes a waiter (with token, for a fair one). A channel left
+// without waiters is unsubscribed at once, which keeps Redis's subscriber
+// order (the order in which it delivers a release message) close to the
+// order in which processes began waiting: across processes the longest
+// waiter tends to try first.
+func (n *notifier) unwatch(name, token string, wake chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.grants, wake)
+	if token != "" && n.grantees[token] == wake {
+		delete(n.grantees, token)
+	}
 	if ch := n.channels[name]; ch != nil {
 		delete(ch.watchers, wake)
 		if len(ch.watchers) == 0 {
@@ -309,6 +379,14 @@ func (n *notifier) wake(name, payload string) {
 	acquired := payload == acquiredMessage
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.ownChannels[name] {
+		// Grants to this process's fair waiters, whatever their key.
+		if w := n.grantees[next]; granted && w != nil {
+			n.grants[w] = grant.Grant
+			notify(w)
+		}
+		return
+	}
 	if ch := n.channels[name]; ch != nil {
 		for w, wr := range ch.watchers {
 			switch {

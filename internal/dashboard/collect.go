@@ -69,6 +69,14 @@ func channelPattern(namespace string) string {
 	return strings.TrimSuffix(lockscan.Pattern(namespace), "lock") + "released"
 }
 
+// grantChannelPattern is the PSUBSCRIBE pattern of every process's own
+// channel for its fair waiters of namespace (NS:grants:<random>), on which
+// a release tells one of them that it was granted the lock.
+func grantChannelPattern(namespace string) string {
+	pattern := strings.TrimSuffix(lockscan.Pattern(namespace), "{*}:lock")
+	return pattern + "grants:*"
+}
+
 // inspectConcurrency is how many Inspects (one pipelined round trip each)
 // a look has in flight: enough to hide round-trip latency for a few hundred
 // locks, few enough not to crowd out the Clients' own commands.

@@ -17,6 +17,15 @@ func TestChannelPattern(t *testing.T) {
 			t.Errorf("channelPattern(%q) = %q, want %q", tc.ns, got, tc.want)
 		}
 	}
+	for _, tc := range []struct{ ns, want string }{
+		{"lock", "lock:grants:*"},
+		{"", "grants:*"},
+		{"a*b", `a\*b:grants:*`},
+	} {
+		if got := grantChannelPattern(tc.ns); got != tc.want {
+			t.Errorf("grantChannelPattern(%q) = %q, want %q", tc.ns, got, tc.want)
+		}
+	}
 }
 
 // diff tells a hand-off from a release, a release from an expiry (by the

@@ -435,16 +435,22 @@ func TestNewRefuses(t *testing.T) {
 }
 
 // A release that a waiter is told of (a message on the lock's release
+// channel, or for a fair waiter granted the lock, on its process's own
 // channel) makes the dashboard look at once, not at its next interval:
 // here a minute away. That look races with the waiter's acquire, so it
 // sees either the lock passed on or the lock released.
 func TestReleaseMessage(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testReleaseMessage(t, nil) })
+	t.Run("fair", func(t *testing.T) { testReleaseMessage(t, []fencelock.AcquireOption{fencelock.WithFairness()}) })
+}
+
+func testReleaseMessage(t *testing.T, opts []fencelock.AcquireOption) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	srv := servertest.Redis(t)
 	rdb := redisClient(t, srv.Addr())
 	a, b := newClient(t, rdb), newClient(t, rdb)
-	la, err := a.TryAcquire(ctx, "orders:7", time.Minute)
+	la, err := a.TryAcquire(ctx, "orders:7", time.Minute, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,19 +459,24 @@ func TestReleaseMessage(t *testing.T) {
 
 	got := make(chan *fencelock.Lock, 1)
 	go func() {
-		lb, err := b.Acquire(ctx, "orders:7", time.Minute) // waits: subscribes, marks the lock waited for
+		lb, err := b.Acquire(ctx, "orders:7", time.Minute, opts...) // waits: subscribes, marks the lock waited for
 		if err != nil {
 			t.Error(err)
 		}
 		got <- lb
 	}()
-	// The waiter is subscribed once Redis counts it.
+	// The waiter is subscribed once Redis counts it (a fair waiter: to its
+	// own channel too).
 	for {
 		n, err := rdb.PubSubNumSub(ctx, "lock:{orders:7}:released").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n["lock:{orders:7}:released"] > 0 {
+		own, err := rdb.PubSubChannels(ctx, "lock:grants:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n["lock:{orders:7}:released"] > 0 && (opts == nil || len(own) > 0) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -39,7 +39,7 @@ func (d *Dashboard) watch(ctx context.Context) {
 	// The subscription reconnects by itself (go-redis resubscribes after
 	// an outage), so it is made once; until it works, the looks every
 	// Interval still see everything, a little later.
-	ps := d.rdb.PSubscribe(ctx, channelPattern(d.opts.Namespace))
+	ps := d.rdb.PSubscribe(ctx, channelPattern(d.opts.Namespace), grantChannelPattern(d.opts.Namespace))
 	var wg sync.WaitGroup
 	defer wg.Wait() // after ps.Close below: Close ends the range
 	defer ps.Close()
@@ -47,7 +47,9 @@ func (d *Dashboard) watch(ctx context.Context) {
 	wg.Go(func() {
 		for m := range msgs {
 			// NS:{KEY}:released carries "released" when the lock was
-			// freed, "next:TOKEN" when a fair waiter's turn came.
+			// freed, "next:TOKEN" when a fair waiter's turn came; a
+			// process's own channel NS:grants:ID, the grant of a lock to
+			// one of its fair waiters (a look finds out which).
 			if m.Payload == "released" {
 				name, ok := strings.CutSuffix(m.Channel, "}:released")
 				if ok {

@@ -313,3 +313,51 @@ func TestFairWaiterDoesNotPoll(t *testing.T) {
 		}
 	})
 }
+
+// A fair waiter that comes while another call of its Client already waits
+// for the key (and so watches it) watches before its first attempt: it
+// joins the line with one attempt, not with one more after subscribing
+// (issue 9: that second attempt was a third of the scripts of a busy fair
+// line's hand-off). Both are granted the lock in turn, without attempts.
+func TestFairWaiterJoinsWithOneAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := grantEnv(t)
+		ctx := context.Background()
+		holder, err := client("h").Acquire(ctx, "k", 10*time.Second, fencelock.WithFairness())
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiters := client("w")
+		first := acquireAsync(t, waiters, "k", 10*time.Second, fencelock.WithFairness())
+		synctest.Wait()
+		second := acquireAsync(t, waiters, "k", 10*time.Second, fencelock.WithFairness())
+		synctest.Wait()
+		// The first found no one of its Client watching: it joins, and
+		// attempts once more once it watches (a release in between would
+		// go unnoticed). The second joins with one attempt.
+		if n1, n2 := len(b.attemptsOf("w1")), len(b.attemptsOf("w2")); n1 != 2 || n2 != 1 {
+			t.Fatalf("attempts: %d by the first waiter, %d by the second; want 2 and 1", n1, n2)
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lk1 := <-first
+		if lk1 == nil {
+			t.FailNow()
+		}
+		if err := lk1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lk2 := <-second
+		if lk2 == nil {
+			t.FailNow()
+		}
+		if n1, n2 := len(b.attemptsOf("w1")), len(b.attemptsOf("w2")); n1 != 2 || n2 != 1 {
+			t.Fatalf("after the hand-offs: %d attempts by the first waiter, %d by the second; want 2 and 1 (granted)", n1, n2)
+		}
+		if lk2.Fence() <= lk1.Fence() || lk1.Fence() <= holder.Fence() {
+			t.Fatalf("fences %d, %d, %d: not increasing", holder.Fence(), lk1.Fence(), lk2.Fence())
+		}
+		lk2.Release(ctx)
+	})
+}

@@ -15,6 +15,11 @@ type waitQueues struct {
 	// refused, and mark the lock as waited for, which stops a hand-off);
 	// the lock's end wakes the head of the line.
 	held map[string]int
+	// watching counts, by key, the calls of this Client that watch for
+	// the key's releases (waiter.subscribe): while one does, the backend's
+	// notifications for the key are flowing, and another call for the key
+	// watches before its first attempt (acquireWaiting).
+	watching map[string]int
 }
 
 // place is a place in a line.
@@ -202,4 +207,30 @@ func (q *waitQueues) holding(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.held[key] > 0
+}
+
+// watchStarted counts a call that began watching key's releases.
+func (q *waitQueues) watchStarted(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.watching == nil {
+		q.watching = make(map[string]int)
+	}
+	q.watching[key]++
+}
+
+// watchStopped uncounts a call that watchStarted counted.
+func (q *waitQueues) watchStopped(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.watching[key]--; q.watching[key] <= 0 {
+		delete(q.watching, key)
+	}
+}
+
+// watched reports whether a call of this Client watches key's releases.
+func (q *waitQueues) watched(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.watching[key] > 0
 }

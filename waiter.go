@@ -70,6 +70,16 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		// wakes the line, or hands the lock over (handoff.go).
 		w.place = c.queues.join(req.Key, req)
 	}
+	if w.place == nil && !w.singleAttempt() && c.queues.watched(req.Key) {
+		// Another call of this Client waits for the key, watching it:
+		// this one will most likely wait too, and the backend delivers
+		// the key's notifications already, so watching costs no round
+		// trip. Watching before the first attempt spares the second one
+		// that a watch begun after it needs (a release in between would
+		// go unnoticed): a fair waiter that joins a busy line makes one
+		// attempt, not two (issue 9).
+		w.subscribe()
+	}
 	for {
 		heldByPredecessor, ok := w.awaitTurn()
 		if !ok {
@@ -133,6 +143,7 @@ func (c *Client) newWaiter(parent context.Context, req AcquireRequest, cfg acqui
 	return w, func(acquired bool) {
 		if w.watch != nil {
 			w.watch.Stop()
+			c.queues.watchStopped(req.Key)
 		}
 		if w.timer != nil {
 			w.timer.Stop()
@@ -315,6 +326,7 @@ func (w *waiter) subscribe() bool {
 		return false
 	}
 	w.watch = watch
+	w.c.queues.watchStarted(w.req.Key)
 	return true
 }
 

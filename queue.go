@@ -15,11 +15,20 @@ type waitQueues struct {
 	// refused, and mark the lock as waited for, which stops a hand-off);
 	// the lock's end wakes the head of the line.
 	held map[string]int
-	// watching counts, by key, the calls of this Client that watch for
-	// the key's releases (waiter.subscribe): while one does, the backend's
-	// notifications for the key are flowing, and another call for the key
-	// watches before its first attempt (acquireWaiting).
-	watching map[string]int
+	// watching counts the calls of this Client that watch for a key's
+	// releases (waiter.subscribe), by what they watch: while one does, the
+	// backend's notifications for it are flowing, and another call for
+	// the same watches before its first attempt (acquireWaiting).
+	watching map[watched]int
+}
+
+// watched is what a waiter watches: the releases of key's hold of kind
+// (a lock, a semaphore, an RWLock's read or write hold), plainly or in a
+// fair line (which also needs the backend's grant notifications).
+type watched struct {
+	key  string
+	kind Kind
+	fair bool
 }
 
 // place is a place in a line.
@@ -209,28 +218,28 @@ func (q *waitQueues) holding(key string) bool {
 	return q.held[key] > 0
 }
 
-// watchStarted counts a call that began watching key's releases.
-func (q *waitQueues) watchStarted(key string) {
+// watchStarted counts a call that began watching w.
+func (q *waitQueues) watchStarted(w watched) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.watching == nil {
-		q.watching = make(map[string]int)
+		q.watching = make(map[watched]int)
 	}
-	q.watching[key]++
+	q.watching[w]++
 }
 
 // watchStopped uncounts a call that watchStarted counted.
-func (q *waitQueues) watchStopped(key string) {
+func (q *waitQueues) watchStopped(w watched) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.watching[key]--; q.watching[key] <= 0 {
-		delete(q.watching, key)
+	if q.watching[w]--; q.watching[w] <= 0 {
+		delete(q.watching, w)
 	}
 }
 
-// watched reports whether a call of this Client watches key's releases.
-func (q *waitQueues) watched(key string) bool {
+// isWatched reports whether a call of this Client watches w.
+func (q *waitQueues) isWatched(w watched) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.watching[key] > 0
+	return q.watching[w] > 0
 }

@@ -70,7 +70,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		// wakes the line, or hands the lock over (handoff.go).
 		w.place = c.queues.join(req.Key, req)
 	}
-	if w.place == nil && !w.singleAttempt() && c.queues.watched(req.Key) {
+	if w.place == nil && !w.singleAttempt() && c.queues.isWatched(w.watched()) {
 		// Another call of this Client waits for the key, watching it:
 		// this one will most likely wait too, and the backend delivers
 		// the key's notifications already, so watching costs no round
@@ -143,7 +143,7 @@ func (c *Client) newWaiter(parent context.Context, req AcquireRequest, cfg acqui
 	return w, func(acquired bool) {
 		if w.watch != nil {
 			w.watch.Stop()
-			c.queues.watchStopped(req.Key)
+			c.queues.watchStopped(w.watched())
 		}
 		if w.timer != nil {
 			w.timer.Stop()
@@ -326,8 +326,13 @@ func (w *waiter) subscribe() bool {
 		return false
 	}
 	w.watch = watch
-	w.c.queues.watchStarted(w.req.Key)
+	w.c.queues.watchStarted(w.watched())
 	return true
+}
+
+// watched is what the call watches (subscribe).
+func (w *waiter) watched() watched {
+	return watched{key: w.req.Key, kind: w.cfg.kind, fair: w.cfg.fair}
 }
 
 // releases is the channel of release notifications, or nil (never ready)

@@ -66,19 +66,23 @@ func TestUncontendedCommands(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	for _, tc := range []struct {
-		name string
-		opts []fencelock.Option
+		name    string
+		opts    []fencelock.Option
+		acquire []fencelock.AcquireOption
 	}{
 		{name: "plain"},
 		// The identity goes in the same HSET as the hold.
 		{name: "identity", opts: []fencelock.Option{fencelock.WithIdentity("worker-1")}},
+		// With no line and no holder, a fair acquire costs what a plain
+		// one does.
+		{name: "fair", acquire: []fencelock.AcquireOption{fencelock.WithFairness()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fencelock.New(redisbackend.New(rdb), tc.opts...)
 			t.Cleanup(func() { c.Close() })
 			ctx := context.Background()
 			// Load the scripts (EVAL) before counting.
-			lk, err := c.Acquire(ctx, "warm-"+tc.name, 10*time.Second)
+			lk, err := c.Acquire(ctx, "warm-"+tc.name, 10*time.Second, tc.acquire...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +92,7 @@ func TestUncontendedCommands(t *testing.T) {
 
 			key := "cycle-" + tc.name
 			acquire := measureCommands(t, rdb, func(ctx context.Context) error {
-				lk, err = c.Acquire(ctx, key, 10*time.Second)
+				lk, err = c.Acquire(ctx, key, 10*time.Second, tc.acquire...)
 				return err
 			})
 			want := map[string]int{"evalsha": 1, "time": 1, "exists": 1, "getset": 1, "hset": 1, "pexpire": 1}

@@ -107,17 +107,28 @@ end
 //	returns {1, fence, holds} when held; when not, {0, 0, 0, ms until the
 //	holder's lease or the first waiter's place ends, or -1}.
 //
+// Uncontended (no lock, no tombstone, no line: one EXISTS of the three), it
+// runs the commands acquireScript runs, and defines the helpers of the line
+// only after that path has returned.
+//
 // A waiter that accepts grants (fencelock.FairGranter) leaves with its place
 // what a release needs to take the lock for it and the channel to tell it
 // on (field g:TOKEN, see grantFunctions); it is rewritten by each attempt,
 // so it names the latest attempt the server handled.
-var fairAcquireScript = newScript(prelude + queueFunctions + `
+var fairAcquireScript = newScript(takeFunctions + `
 local lock, counter, tombstone, queue, queueEnds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, token, ttl, counterTTL, floor = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local place, channel = tonumber(ARGV[6]), ARGV[7]
 local hold = 't:' .. token
 
 local nowUs = now_us()
+
+-- The uncontended case in one read, as in acquireScript: no lock key, no
+-- tombstone, no line.
+if redis.call('EXISTS', lock, tombstone, queue) == 0 then
+  return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[11])
+end
+` + holderFunctions + queueFunctions + `
 local now = math.floor(nowUs / 1000)
 local holder, live, latest = current_holder(lock, now)
 

@@ -112,3 +112,100 @@ func TestUncontendedCommands(t *testing.T) {
 		})
 	}
 }
+
+// A refused attempt (the lock is held by another owner) reads the lock
+// with one HGETALL, and marks it as waited for; a fair waiter's joins the
+// line besides. In a busy line every acquisition makes one (issue 9).
+func TestRefusedAttemptCommands(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	be := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
+	t.Cleanup(func() { be.Close() })
+	ctx := context.Background()
+	holder := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: "refused", Token: "holder"}, Owner: "holder", TTL: time.Minute}
+	if res, err := be.Acquire(ctx, holder); err != nil || !res.Acquired {
+		t.Fatal(res, err)
+	}
+	other := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: "refused", Token: "other"}, Owner: "other", TTL: time.Minute}
+	// Load the scripts (EVAL) before counting.
+	if _, err := be.Acquire(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.AcquireFairGrant(ctx, other, 2*time.Second, 2*time.Second, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	plain := measureCommands(t, rdb, func(ctx context.Context) error {
+		res, err := be.Acquire(ctx, other)
+		if err == nil && res.Acquired {
+			t.Error("acquired a held lock")
+		}
+		return err
+	})
+	want := map[string]int{"evalsha": 1, "time": 1, "exists": 2, "hgetall": 1, "hset": 1}
+	if !maps.Equal(plain, want) {
+		t.Errorf("refused Acquire ran %s, want %s", fmtCalls(plain), fmtCalls(want))
+	}
+
+	join := measureCommands(t, rdb, func(ctx context.Context) error {
+		next := other
+		next.Token, next.Owner = "joins", "joins"
+		res, err := be.AcquireFairGrant(ctx, next, 2*time.Second, 2*time.Second, 1)
+		if err == nil && res.Acquired {
+			t.Error("acquired a held lock")
+		}
+		return err
+	})
+	want = map[string]int{"evalsha": 1, "time": 1, "exists": 2, "hgetall": 1, "hincrby": 1, "zadd": 1,
+		"hset": 2, "pttl": 1, "pexpire": 2}
+	if !maps.Equal(join, want) {
+		t.Errorf("a fair waiter joining the line ran %s, want %s", fmtCalls(join), fmtCalls(want))
+	}
+}
+
+// A release that grants the lock to the first fair waiter, with another in
+// line behind it, reads the line's first two places and the head's place
+// in two calls, takes the lock for the head marked as waited for, and
+// tells it: the grant is on every hand-off's path in a busy line.
+func TestGrantCommands(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	be := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
+	t.Cleanup(func() { be.Close() })
+	ctx := context.Background()
+	req := func(key, token string) fencelock.AcquireRequest {
+		return fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: key, Token: token}, Owner: token, TTL: time.Minute}
+	}
+	for i, key := range []string{"warm", "grant"} { // the first loads the scripts
+		if res, err := be.AcquireFair(ctx, req(key, "holder"), 0); err != nil || !res.Acquired {
+			t.Fatal(res, err)
+		}
+		for seq, w := range []string{"first", "second"} {
+			if res, err := be.AcquireFairGrant(ctx, req(key, w), 2*time.Second, 2*time.Second, int64(seq+1)); err != nil || res.Acquired {
+				t.Fatal(res, err)
+			}
+		}
+		release := func(ctx context.Context) error {
+			_, err := be.Release(ctx, fencelock.ReleaseRequest{LockRef: req(key, "holder").LockRef})
+			return err
+		}
+		if i == 0 {
+			if err := release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		calls := measureCommands(t, rdb, release)
+		want := map[string]int{"evalsha": 1, "hgetall": 1, "del": 1, "time": 1, "zrange": 1, "hmget": 1,
+			"zrem": 1, "hdel": 1, "getset": 1, "hset": 1, "pexpire": 1, "publish": 1}
+		if !maps.Equal(calls, want) {
+			t.Errorf("a release granting the lock ran %s, want %s", fmtCalls(calls), fmtCalls(want))
+		}
+		info, err := rdb.HGetAll(ctx, "{"+key+"}:lock").Result()
+		if err != nil || info["owner"] != "first" || info["waited"] != "1" {
+			t.Errorf("the lock after the grant: %v, %v; want the first waiter's, marked as waited for", info, err)
+		}
+	}
+}

@@ -67,31 +67,48 @@ const grantFunctions = `
 -- JSON, as strings), and tells it ("grant:TOKEN:FENCE:SEQ") on its own
 -- channel (the key's channel for a waiter without one); otherwise it wakes
 -- it as wake_next does.
+--
+-- It reads the first two places of the line at once (ZRANGE 0 1) and the
+-- head's place end and grant with one HMGET: a grant in a busy line is on
+-- every hand-off's path, so it makes no call it can do without (issue 9).
+-- A second place, even one that has lapsed, marks the granted hold as
+-- waited for, so that its release hands on the lock (a mark too many costs
+-- that release a message).
 local function grant_next(lock, counter, queue, queueEnds, channel, counterTTL, anyone)
   local nowUs = now_us()
   local now = math.floor(nowUs / 1000)
-  local head = queue_head(queue, queueEnds, now)
-  if not head then
-    if anyone then
-      redis.call('PUBLISH', channel, 'released')
+  while true do
+    local first = redis.call('ZRANGE', queue, 0, 1)
+    local head = first[1]
+    if not head then
+      redis.call('DEL', queueEnds)
+      if anyone then
+        redis.call('PUBLISH', channel, 'released')
+      end
+      return
     end
-    return
+    local place = redis.call('HMGET', queueEnds, head, 'g:' .. head)
+    if tonumber(place[1] or '0') > now then
+      if not place[2] then
+        redis.call('PUBLISH', channel, 'next:' .. head)
+        return
+      end
+      local g = cjson.decode(place[2])
+      local others = first[2] ~= nil
+      redis.call('ZREM', queue, head)
+      if others then
+        redis.call('HDEL', queueEnds, head, 'g:' .. head)
+      else
+        redis.call('DEL', queueEnds)
+      end
+      local reply = take(lock, counter, g.o, 't:' .. head, nowUs, tonumber(g.l), tonumber(g.f), counterTTL, g.i, others)
+      redis.call('PUBLISH', g.c or channel, 'grant:' .. head .. ':' .. string.format('%d', reply[2]) .. ':' .. g.s)
+      return
+    end
+    -- The head's place lapsed: drop it and look at the next.
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', queueEnds, head, 'g:' .. head)
   end
-  local info = redis.call('HGET', queueEnds, 'g:' .. head)
-  if not info then
-    redis.call('PUBLISH', channel, 'next:' .. head)
-    return
-  end
-  local g = cjson.decode(info)
-  local reply = take(lock, counter, g.o, 't:' .. head, nowUs, tonumber(g.l), tonumber(g.f), counterTTL, g.i)
-  leave_line(queue, queueEnds, head)
-  if redis.call('EXISTS', queue) == 1 then
-    -- Others wait in line: this hold's release must hand on the lock.
-    redis.call('HSET', lock, 'waited', '1')
-  else
-    redis.call('DEL', queueEnds)
-  end
-  redis.call('PUBLISH', g.c or channel, 'grant:' .. head .. ':' .. string.format('%d', reply[2]) .. ':' .. g.s)
 end
 `
 
@@ -143,25 +160,30 @@ if holder and holder == owner then
   return reenter(lock, hold, now, ttl, live, latest)
 end
 
-local head, headEnds = queue_head(queue, queueEnds, now)
-if not holder and (not head or head == token) then
-  local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[11])
-  if head then
-    leave_line(queue, queueEnds, token)
-    if redis.call('EXISTS', queue) == 1 then
-      -- Others wait in line: this hold's release must wake the next.
-      redis.call('HSET', lock, 'waited', '1')
-    else
-      redis.call('DEL', queueEnds)
+-- The line matters only to a free lock: while it is held, the release
+-- that frees it (grant_next) drops the lapsed places at the head.
+local head, headEnds = nil, 0
+if not holder then
+  head, headEnds = queue_head(queue, queueEnds, now)
+  if not head or head == token then
+    local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[11])
+    if head then
+      leave_line(queue, queueEnds, token)
+      if redis.call('EXISTS', queue) == 1 then
+        -- Others wait in line: this hold's release must wake the next.
+        redis.call('HSET', lock, 'waited', '1')
+      else
+        redis.call('DEL', queueEnds)
+      end
     end
+    return reply
   end
-  return reply
 end
 
 if place > 0 then
-  if not redis.call('ZSCORE', queue, token) then
-    redis.call('ZADD', queue, redis.call('HINCRBY', queueEnds, '#seq', 1), token)
-  end
+  -- Joins at the end of the line, or keeps its place (NX): a busy line's
+  -- waiters join far more often than they renew.
+  redis.call('ZADD', queue, 'NX', redis.call('HINCRBY', queueEnds, '#seq', 1), token)
   local grant = tonumber(ARGV[8])
   if grant > 0 then
     local g = {o = owner, l = ARGV[8], f = ARGV[5], s = ARGV[9]}

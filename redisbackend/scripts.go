@@ -76,13 +76,21 @@ local function mint_fence(counter, nowUs, floor, counterTTL)
 end
 
 -- take gives the free lock to owner's new hold (field hold) with a new
--- fence, records the holder's identity (field id) when there is one, and
--- returns the acquire script's reply.
-local function take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, identity)
+-- fence, records the holder's identity (field id) when there is one, marks
+-- the lock as waited for when waited is set (a grant with others in line),
+-- and returns the acquire script's reply.
+local function take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, identity, waited)
   local fence = mint_fence(counter, nowUs, floor, counterTTL)
   local now = math.floor(nowUs / 1000)
   local fenceStr, endStr = string.format('%d', fence), string.format('%d', now + ttl)
-  if identity then
+  if waited then
+    local fields = {'owner', owner, 'fence', fenceStr, hold, endStr, 'waited', '1'}
+    if identity then
+      fields[#fields + 1] = 'id'
+      fields[#fields + 1] = identity
+    end
+    redis.call('HSET', lock, unpack(fields))
+  elseif identity then
     redis.call('HSET', lock, 'owner', owner, 'fence', fenceStr, hold, endStr, 'id', identity)
   else
     redis.call('HSET', lock, 'owner', owner, 'fence', fenceStr, hold, endStr)
@@ -95,37 +103,36 @@ end
 // holderFunctions are the helpers that read and prune the live holds of a
 // lock, and re-enter it.
 const holderFunctions = `
--- prune drops the holds of lock whose lease ended by now (ms) and returns
--- the number of live holds and the latest end among them.
-local function prune(lock, now)
-  local live, latest = 0, 0
+-- current_holder returns the owner of lock (false when it is free, after
+-- deleting it if every hold lapsed), its live holds and their latest end,
+-- dropping the holds whose lease ended by now (ms). One HGETALL reads it
+-- all.
+local function current_holder(lock, now)
   local fields = redis.call('HGETALL', lock)
+  local holder, live, latest, lapsed = false, 0, 0, {}
   for i = 1, #fields, 2 do
     local f = fields[i]
-    if string.sub(f, 1, 2) == 't:' then
+    if f == 'owner' then
+      holder = fields[i + 1]
+    elseif string.sub(f, 1, 2) == 't:' then
       local ends = tonumber(fields[i + 1])
       if ends <= now then
-        redis.call('HDEL', lock, f)
+        lapsed[#lapsed + 1] = f
       else
         live = live + 1
         if ends > latest then latest = ends end
       end
     end
   end
-  return live, latest
-end
-
--- current_holder returns the owner of lock (false when it is free, after
--- deleting it if every hold lapsed), its live holds and their latest end.
-local function current_holder(lock, now)
-  local holder = redis.call('HGET', lock, 'owner')
   if not holder then
     return false, 0, 0
   end
-  local live, latest = prune(lock, now)
   if live == 0 then
     redis.call('DEL', lock)
     return false, 0, 0
+  end
+  if #lapsed > 0 then
+    redis.call('HDEL', lock, unpack(lapsed))
   end
   return holder, live, latest
 end

@@ -67,7 +67,11 @@ func TestIdentity(t *testing.T) {
 				}
 				waited <- next
 			}()
-			time.Sleep(50 * time.Millisecond) // usually in line by then; if not, it takes the free lock
+			if name == "redis" {
+				waitUntil(t, 30*time.Second, "the waiter in line", func() bool {
+					return rdb.ZCard(ctx, "lock:{id:fair}:queue").Val() == 1
+				})
+			}
 			if err := lk.Release(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -117,17 +117,12 @@ func TestUncontendedCommands(t *testing.T) {
 // with one HGETALL, and marks it as waited for; a fair waiter's joins the
 // line besides. In a busy line every acquisition makes one (issue 9).
 func TestRefusedAttemptCommands(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	be := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
-	t.Cleanup(func() { be.Close() })
+	rdb, be := backendWithoutPubSub(t)
 	ctx := context.Background()
-	holder := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: "refused", Token: "holder"}, Owner: "holder", TTL: time.Minute}
-	if res, err := be.Acquire(ctx, holder); err != nil || !res.Acquired {
+	if res, err := be.Acquire(ctx, request("refused", "holder")); err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}
-	other := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: "refused", Token: "other"}, Owner: "other", TTL: time.Minute}
+	other := request("refused", "other")
 	// Load the scripts (EVAL) before counting.
 	if _, err := be.Acquire(ctx, other); err != nil {
 		t.Fatal(err)
@@ -149,9 +144,7 @@ func TestRefusedAttemptCommands(t *testing.T) {
 	}
 
 	join := measureCommands(t, rdb, func(ctx context.Context) error {
-		next := other
-		next.Token, next.Owner = "joins", "joins"
-		res, err := be.AcquireFairGrant(ctx, next, 2*time.Second, 2*time.Second, 1)
+		res, err := be.AcquireFairGrant(ctx, request("refused", "joins"), 2*time.Second, 2*time.Second, 1)
 		if err == nil && res.Acquired {
 			t.Error("acquired a held lock")
 		}
@@ -169,26 +162,19 @@ func TestRefusedAttemptCommands(t *testing.T) {
 // in two calls, takes the lock for the head marked as waited for, and
 // tells it: the grant is on every hand-off's path in a busy line.
 func TestGrantCommands(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	be := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
-	t.Cleanup(func() { be.Close() })
+	rdb, be := backendWithoutPubSub(t)
 	ctx := context.Background()
-	req := func(key, token string) fencelock.AcquireRequest {
-		return fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: key, Token: token}, Owner: token, TTL: time.Minute}
-	}
 	for i, key := range []string{"warm", "grant"} { // the first loads the scripts
-		if res, err := be.AcquireFair(ctx, req(key, "holder"), 0); err != nil || !res.Acquired {
+		if res, err := be.AcquireFair(ctx, request(key, "holder"), 0); err != nil || !res.Acquired {
 			t.Fatal(res, err)
 		}
 		for seq, w := range []string{"first", "second"} {
-			if res, err := be.AcquireFairGrant(ctx, req(key, w), 2*time.Second, 2*time.Second, int64(seq+1)); err != nil || res.Acquired {
+			if res, err := be.AcquireFairGrant(ctx, request(key, w), 2*time.Second, 2*time.Second, int64(seq+1)); err != nil || res.Acquired {
 				t.Fatal(res, err)
 			}
 		}
 		release := func(ctx context.Context) error {
-			_, err := be.Release(ctx, fencelock.ReleaseRequest{LockRef: req(key, "holder").LockRef})
+			_, err := be.Release(ctx, fencelock.ReleaseRequest{LockRef: request(key, "holder").LockRef})
 			return err
 		}
 		if i == 0 {
@@ -208,4 +194,23 @@ func TestGrantCommands(t *testing.T) {
 			t.Errorf("the lock after the grant: %v, %v; want the first waiter's, marked as waited for", info, err)
 		}
 	}
+}
+
+// backendWithoutPubSub starts a redis-server and returns a client of it and
+// a Backend on that client without release notifications, whose pub/sub
+// commands would count with the scripts'.
+func backendWithoutPubSub(t *testing.T) (*redis.Client, *redisbackend.Backend) {
+	t.Helper()
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	be := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
+	t.Cleanup(func() { be.Close() })
+	return rdb, be
+}
+
+// request is the acquire request of token (also its owner) for key, with a
+// lease of a minute.
+func request(key, token string) fencelock.AcquireRequest {
+	return fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: key, Token: token}, Owner: token, TTL: time.Minute}
 }

@@ -369,7 +369,9 @@ func (n *notifier) confirm(name string) {
 // wake delivers a message: "next:TOKEN" and "grant:TOKEN:FENCE:SEQ" to the
 // fair waiter with that token only (a wake-up for no other waiter: the lock
 // is that waiter's), "acquired" to no waiter, and anything else
-// ("released") to every waiter. Change watchers get every message.
+// ("released") to every waiter. Change watchers get every message. On the
+// notifier's own channels (grantChannel) only grants come, each to the
+// fair waiter it names, whatever its key.
 func (n *notifier) wake(name, payload string) {
 	next, addressed := strings.CutPrefix(payload, "next:")
 	grant, granted := parseGrant(payload)

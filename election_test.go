@@ -69,20 +69,10 @@ func TestElectionResignHandsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := make(chan fencelock.Leader, 16)
-	octx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		for leader, err := range obs.Observe(octx, "primary") {
-			if err != nil {
-				t.Errorf("Observe: %v", err)
-				continue
-			}
-			seen <- leader
-		}
-		close(seen)
-	}()
-	if l := <-seen; l.ID != "node-a" || l.Term != first.Term() {
+	// The observer ends with the test, before the next one begins (its
+	// goroutine reads the package's maxObserveWait, which other tests set).
+	seen := observeAsync(t, ctx, obs, "primary")
+	if l := nextLeader(t, seen, "yielded nothing"); l.ID != "node-a" || l.Term != first.Term() {
 		t.Fatalf("observer first saw %+v, want node-a in term %d", l, first.Term())
 	}
 	elected := make(chan *fencelock.Leadership, 1)
@@ -116,7 +106,8 @@ func TestElectionResignHandsOver(t *testing.T) {
 	if second.Term() <= first.Term() {
 		t.Errorf("term %d not above %d", second.Term(), first.Term())
 	}
-	for l := range seen {
+	for {
+		l := nextLeader(t, seen, "did not see node-b")
 		if l.ID == "node-b" {
 			if l.Term != second.Term() {
 				t.Errorf("observer saw node-b in term %d, want %d", l.Term, second.Term())

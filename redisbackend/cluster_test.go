@@ -585,6 +585,98 @@ func TestClusterWaiterWokenByRelease(t *testing.T) {
 	}
 }
 
+// TestClusterFairGrant checks that on a cluster a release hands the lock to
+// a fair waiter of another process (a grant) and that the grant reaches it
+// on its own channel (NS:grants:ID), for keys on every node: the waiter
+// holds the lock without an attempt of its own after the release. Its
+// Backend's one pub/sub connection goes to one node; a grant published on
+// another reaches it because Redis Cluster broadcasts PUBLISH.
+func TestClusterFairGrant(t *testing.T) {
+	t.Parallel()
+	cl := servertest.RedisCluster(t, 3)
+	holderRDB := newClusterRDB(t, cl, nil)
+	waiterRDB := newClusterRDB(t, cl, nil)
+	attempts := &servertest.AcquireAttempts{Keys: 5, MinArgs: 7} // fair acquires
+	waiterRDB.AddHook(attempts)
+	holder := newTopoClient(t, holderRDB)
+	waiter := newTopoClient(t, waiterRDB)
+	ctx := topoCtx(t, 5*time.Minute)
+	// PUBLISH reaches every node: one node's subscription sees every grant.
+	var anyNode *redis.Client
+	for _, c := range directClients(t, cl) {
+		anyNode = c
+		break
+	}
+	grants := anyNode.PSubscribe(ctx, fencelock.DefaultNamespace+":grants:*")
+	t.Cleanup(func() { grants.Close() })
+	if _, err := grants.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	keys, keyNode := keysPerNode(t, cl, holderRDB, fencelock.DefaultNamespace, "fair", 20)
+	seen := map[string]bool{}
+	for _, key := range keys {
+		if seen[keyNode[key]] {
+			continue
+		}
+		seen[keyNode[key]] = true
+		lk, err := holder.Acquire(ctx, key, 5*time.Minute, fencelock.WithFairness())
+		if err != nil {
+			checkNoRedirect(t, err)
+			t.Fatalf("%s: Acquire: %v", key, err)
+		}
+		before := attempts.Load()
+		done := make(chan acquired, 1)
+		go func() {
+			wl, err := waiter.Acquire(ctx, key, 30*time.Second, fencelock.WithFairness(),
+				fencelock.WithRetry(fencelock.ConstantBackoff{Delay: waitFallback}))
+			done <- acquired{wl, err, time.Now()}
+		}()
+		// The waiter joins, attempts once more once it watches, then
+		// renews its place every FairPlaceLease/3. A release right after
+		// an attempt leaves it no reason to attempt before the grant.
+		pollUntil(t, 30*time.Second, key+": the waiter's first place renewal", func() bool {
+			return attempts.Load() >= before+3
+		})
+		renewed := time.Now()
+		counted := attempts.Load()
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("%s: Release: %v", key, err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, wakeBound)
+		msg, err := grants.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: no grant published on a grant channel within %v of the release: %v", key, wakeBound, err)
+		}
+		var r acquired
+		select {
+		case r = <-done:
+		case <-time.After(wakeBound):
+			t.Fatalf("%s: waiter not granted the lock within %v of the release", key, wakeBound)
+		}
+		if r.err != nil {
+			checkNoRedirect(t, r.err)
+			t.Fatalf("%s: waiter: %v", key, r.err)
+		}
+		sinceRenewal := time.Since(renewed)
+		if !strings.HasPrefix(msg.Payload, "grant:"+r.lk.Token()+":") {
+			t.Errorf("%s: the release published %q on %s, want a grant to %s", key, msg.Payload, msg.Channel, r.lk.Token())
+		}
+		// Unless the machine stalled the test or the waiter until its next
+		// place renewal, it took the grant without an attempt.
+		if n := attempts.Load() - counted; n != 0 && sinceRenewal < fencelock.FairPlaceLease/6 {
+			t.Errorf("%s (node %s): the waiter made %d attempts after the release, want 0 (granted)", key, keyNode[key], n)
+		}
+		if r.lk.Fence() <= lk.Fence() {
+			t.Errorf("%s: granted fence %d not above the holder's %d", key, r.lk.Fence(), lk.Fence())
+		}
+		if err := r.lk.Release(ctx); err != nil {
+			t.Errorf("%s: waiter's Release: %v", key, err)
+		}
+	}
+}
+
 // TestClusterMutualExclusion has 4 Clients (each with its own ClusterClient)
 // × 4 goroutines take one key 20 times each: never two inside at once, and
 // fences strictly increase.

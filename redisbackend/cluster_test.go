@@ -522,23 +522,32 @@ func wakeLatency(ctx context.Context, t *testing.T, holder, waiter *fencelock.Cl
 	if err := lk.Release(ctx); err != nil {
 		t.Fatalf("%s: Release: %v", key, err)
 	}
+	r := awaitWaiter(t, key, done, lk)
+	if err := r.lk.Release(ctx); err != nil {
+		t.Errorf("%s: waiter's Release: %v", key, err)
+	}
+	return r.at.Sub(start), subNode
+}
+
+// awaitWaiter waits up to wakeBound for the waiting Acquire of key (done)
+// after holder released it, fails the test if it failed, and checks that
+// its fence is above holder's.
+func awaitWaiter(t *testing.T, key string, done <-chan acquired, holder *fencelock.Lock) acquired {
+	t.Helper()
 	var r acquired
 	select {
 	case r = <-done:
 	case <-time.After(wakeBound):
-		t.Fatalf("%s: waiter not woken within %v of the release", key, wakeBound)
+		t.Fatalf("%s: waiter did not get the lock within %v of the release", key, wakeBound)
 	}
 	if r.err != nil {
 		checkNoRedirect(t, r.err)
 		t.Fatalf("%s: waiter: %v", key, r.err)
 	}
-	if r.lk.Fence() <= lk.Fence() {
-		t.Errorf("%s: waiter's fence %d not above the holder's %d", key, r.lk.Fence(), lk.Fence())
+	if r.lk.Fence() <= holder.Fence() {
+		t.Errorf("%s: waiter's fence %d not above the holder's %d", key, r.lk.Fence(), holder.Fence())
 	}
-	if err := r.lk.Release(ctx); err != nil {
-		t.Errorf("%s: waiter's Release: %v", key, err)
-	}
-	return r.at.Sub(start), subNode
+	return r
 }
 
 // TestClusterWaiterWokenByRelease checks that a waiter on a cluster key is
@@ -649,16 +658,7 @@ func TestClusterFairGrant(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: no grant published on a grant channel within %v of the release: %v", key, wakeBound, err)
 		}
-		var r acquired
-		select {
-		case r = <-done:
-		case <-time.After(wakeBound):
-			t.Fatalf("%s: waiter not granted the lock within %v of the release", key, wakeBound)
-		}
-		if r.err != nil {
-			checkNoRedirect(t, r.err)
-			t.Fatalf("%s: waiter: %v", key, r.err)
-		}
+		r := awaitWaiter(t, key, done, lk)
 		sinceRenewal := time.Since(renewed)
 		if !strings.HasPrefix(msg.Payload, "grant:"+r.lk.Token()+":") {
 			t.Errorf("%s: the release published %q on %s, want a grant to %s", key, msg.Payload, msg.Channel, r.lk.Token())
@@ -667,9 +667,6 @@ func TestClusterFairGrant(t *testing.T) {
 		// place renewal, it took the grant without an attempt.
 		if n := attempts.Load() - counted; n != 0 && sinceRenewal < fencelock.FairPlaceLease/6 {
 			t.Errorf("%s (node %s): the waiter made %d attempts after the release, want 0 (granted)", key, keyNode[key], n)
-		}
-		if r.lk.Fence() <= lk.Fence() {
-			t.Errorf("%s: granted fence %d not above the holder's %d", key, r.lk.Fence(), lk.Fence())
 		}
 		if err := r.lk.Release(ctx); err != nil {
 			t.Errorf("%s: waiter's Release: %v", key, err)

@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -114,46 +115,77 @@ func TestUncontendedCommands(t *testing.T) {
 }
 
 // A refused attempt (the lock is held by another owner) reads the lock
-// with one HGETALL, and marks it as waited for; a fair waiter's joins the
-// line besides. In a busy line every acquisition makes one (issue 9).
+// with one HGETALL, which also tells it about the tombstone (with EXISTS's
+// count) and the waited mark: only the first refusal of a hold writes the
+// mark. A fair waiter's joins the line besides, and the line's expiry is
+// refreshed by the first join, not by every one. In a busy line every
+// acquisition makes one (issue 9).
 func TestRefusedAttemptCommands(t *testing.T) {
 	rdb, be := backendWithoutPubSub(t)
 	ctx := context.Background()
-	if res, err := be.Acquire(ctx, request("refused", "holder")); err != nil || !res.Acquired {
-		t.Fatal(res, err)
+	for _, key := range []string{"warm", "refused"} { // the first loads the scripts
+		if res, err := be.Acquire(ctx, request(key, "holder")); err != nil || !res.Acquired {
+			t.Fatal(res, err)
+		}
 	}
-	other := request("refused", "other")
-	// Load the scripts (EVAL) before counting.
-	if _, err := be.Acquire(ctx, other); err != nil {
+	if _, err := be.Acquire(ctx, request("warm", "other")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := be.AcquireFairGrant(ctx, other, 2*time.Second, 2*time.Second, 1); err != nil {
+	if _, err := be.AcquireFairGrant(ctx, request("warm", "other"), 2*time.Second, 2*time.Second, 1); err != nil {
 		t.Fatal(err)
 	}
 
-	plain := measureCommands(t, rdb, func(ctx context.Context) error {
-		res, err := be.Acquire(ctx, other)
-		if err == nil && res.Acquired {
-			t.Error("acquired a held lock")
+	refuse := func(token string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			res, err := be.Acquire(ctx, request("refused", token))
+			if err == nil && res.Acquired {
+				t.Error("acquired a held lock")
+			}
+			return err
 		}
-		return err
-	})
-	want := map[string]int{"evalsha": 1, "time": 1, "exists": 2, "hgetall": 1, "hset": 1}
-	if !maps.Equal(plain, want) {
-		t.Errorf("refused Acquire ran %s, want %s", fmtCalls(plain), fmtCalls(want))
+	}
+	for _, tc := range []struct {
+		name string
+		want map[string]int
+	}{
+		{"first", map[string]int{"evalsha": 1, "time": 1, "exists": 1, "hgetall": 1, "hset": 1}},
+		{"later", map[string]int{"evalsha": 1, "time": 1, "exists": 1, "hgetall": 1}},
+	} {
+		if calls := measureCommands(t, rdb, refuse(tc.name)); !maps.Equal(calls, tc.want) {
+			t.Errorf("%s refused Acquire ran %s, want %s", tc.name, fmtCalls(calls), fmtCalls(tc.want))
+		}
 	}
 
-	join := measureCommands(t, rdb, func(ctx context.Context) error {
-		res, err := be.AcquireFairGrant(ctx, request("refused", "joins"), 2*time.Second, 2*time.Second, 1)
-		if err == nil && res.Acquired {
-			t.Error("acquired a held lock")
+	join := func(token string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			res, err := be.AcquireFairGrant(ctx, request("refused", token), 2*time.Second, 2*time.Second, 1)
+			if err == nil && res.Acquired {
+				t.Error("acquired a held lock")
+			}
+			return err
 		}
-		return err
-	})
-	want = map[string]int{"evalsha": 1, "time": 1, "exists": 2, "hgetall": 1, "hincrby": 1, "zadd": 1,
-		"hset": 2, "pttl": 1, "pexpire": 2}
-	if !maps.Equal(join, want) {
-		t.Errorf("a fair waiter joining the line ran %s, want %s", fmtCalls(join), fmtCalls(want))
+	}
+	for _, tc := range []struct {
+		name string
+		want map[string]int
+	}{
+		// The lock is already marked; the first join creates the line and
+		// sets its expiry.
+		{"first", map[string]int{"evalsha": 1, "time": 1, "exists": 1, "hgetall": 1, "hincrby": 1, "zadd": 1,
+			"hset": 1, "pttl": 1, "pexpire": 2}},
+		{"second", map[string]int{"evalsha": 1, "time": 1, "exists": 1, "hgetall": 1, "hincrby": 1, "zadd": 1,
+			"hset": 1, "pttl": 1}},
+	} {
+		if calls := measureCommands(t, rdb, join(tc.name)); !maps.Equal(calls, tc.want) {
+			t.Errorf("a fair waiter joining the line (%s) ran %s, want %s", tc.name, fmtCalls(calls), fmtCalls(tc.want))
+		}
+	}
+	// The line outlives the places in it, by enough that the next joins
+	// need not refresh it.
+	for _, k := range []string{"{refused}:queue", "{refused}:queue:ends"} {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 3*time.Second {
+			t.Errorf("PTTL of %s: %v, want more than the place (2s) with room to spare", k, ttl)
+		}
 	}
 }
 
@@ -213,4 +245,89 @@ func backendWithoutPubSub(t *testing.T) (*redis.Client, *redisbackend.Backend) {
 // lease of a minute.
 func request(key, token string) fencelock.AcquireRequest {
 	return fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: key, Token: token}, Owner: token, TTL: time.Minute}
+}
+
+// The acquire scripts learn of a tombstone from the count of their first
+// EXISTS and the lock key found by HGETALL, with no read of their own;
+// the fair one names the tombstone twice, to tell it apart from the line.
+// Every combination of a held or free lock, a line or none, and a
+// tombstone or none: a tombstoned token is refused and never joins the
+// line, and the others are served as without the count.
+func TestTombstoneToldApart(t *testing.T) {
+	rdb, be := backendWithoutPubSub(t)
+	ctx := context.Background()
+	tombstone := func(key, token string) {
+		t.Helper()
+		req := fencelock.ReleaseRequest{LockRef: request(key, token).LockRef, Tombstone: time.Minute}
+		if _, err := be.Release(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inLine := func(key, token string) bool {
+		return rdb.ZScore(ctx, "{"+key+"}:queue", token).Err() == nil
+	}
+	for _, fair := range []bool{false, true} {
+		for _, held := range []bool{false, true} {
+			for _, line := range []bool{false, true} {
+				if line && !fair {
+					continue
+				}
+				for _, tombstoned := range []bool{false, true} {
+					key := fmt.Sprintf("fair=%v,held=%v,line=%v,tombstone=%v", fair, held, line, tombstoned)
+					t.Run(key, func(t *testing.T) {
+						acquire := func(token string) fencelock.AcquireResult {
+							t.Helper()
+							var res fencelock.AcquireResult
+							var err error
+							if fair {
+								res, err = be.AcquireFair(ctx, request(key, token), 2*time.Second)
+							} else {
+								res, err = be.Acquire(ctx, request(key, token))
+							}
+							if err != nil {
+								t.Fatal(err)
+							}
+							return res
+						}
+						if held || line {
+							if !acquire("holder").Acquired {
+								t.Fatal("holder refused")
+							}
+						}
+						if line {
+							// The line's head, then a free lock: the head's turn.
+							if acquire("head").Acquired {
+								t.Fatal("head acquired a held lock")
+							}
+							if !held {
+								if _, err := be.Release(ctx, fencelock.ReleaseRequest{LockRef: request(key, "holder").LockRef}); err != nil {
+									t.Fatal(err)
+								}
+							}
+						}
+						if tombstoned {
+							tombstone(key, "late")
+						}
+						res := acquire("late")
+						switch {
+						case tombstoned && res.Acquired:
+							t.Fatal("a tombstoned token acquired the lock")
+						case tombstoned && inLine(key, "late"):
+							t.Fatal("a tombstoned token joined the line")
+						case !tombstoned && res.Acquired != (!held && !line):
+							t.Fatalf("acquired %v, want %v", res.Acquired, !held && !line)
+						case !tombstoned && fair && held && !inLine(key, "late"):
+							t.Fatal("a refused fair waiter did not join the line")
+						}
+						if line && !held {
+							// The head, untombstoned, still takes its turn.
+							if !acquire("head").Acquired {
+								t.Fatal("the line's head was refused the free lock")
+							}
+						}
+					})
+				}
+			}
+		}
+	}
 }

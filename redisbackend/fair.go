@@ -141,15 +141,19 @@ local hold = 't:' .. token
 local nowUs = now_us()
 
 -- The uncontended case in one read, as in acquireScript: no lock key, no
--- tombstone, no line.
-if redis.call('EXISTS', lock, tombstone, queue) == 0 then
+-- tombstone, no line. The tombstone is named twice, so that the count
+-- tells it apart from the line below.
+local present = redis.call('EXISTS', lock, queue, tombstone, tombstone)
+if present == 0 then
   return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[11])
 end
 ` + holderFunctions + queueFunctions + `
 local now = math.floor(nowUs / 1000)
-local holder, live, latest = current_holder(lock, now)
+local holder, live, latest, waited, found = current_holder(lock, now)
 
-if redis.call('EXISTS', tombstone) == 1 then
+-- Besides the lock key (found by HGETALL), EXISTS counted the line once
+-- and the tombstone twice: 2 or more is a tombstone.
+if present - (found and 1 or 0) >= 2 then
   -- A late copy of an acquire that its client gave up and released.
   leave_line(queue, queueEnds, token)
   if holder then return {0, 0, 0, latest - now} end
@@ -193,15 +197,21 @@ if place > 0 then
   else
     redis.call('HSET', queueEnds, token, string.format('%d', now + place))
   end
+  -- The line's keys outlive every place in it: each place ends at most
+  -- place ms from now. They are refreshed to twice that, so that in a busy
+  -- line one join in many refreshes them, not every one (issue 9); never
+  -- shortened, whatever place other waiters use.
   if redis.call('PTTL', queue) < place then
-    redis.call('PEXPIRE', queue, place)
-    redis.call('PEXPIRE', queueEnds, place)
+    redis.call('PEXPIRE', queue, 2 * place)
+    redis.call('PEXPIRE', queueEnds, 2 * place)
   end
 end
 
 if holder then
   -- Someone waits: the release that frees the lock must wake the line.
-  redis.call('HSET', lock, 'waited', '1')
+  if not waited then
+    redis.call('HSET', lock, 'waited', '1')
+  end
   return {0, 0, 0, latest - now}
 end
 -- Free, and another waiter's turn: remind it, in case the message that

@@ -105,15 +105,19 @@ end
 const holderFunctions = `
 -- current_holder returns the owner of lock (false when it is free, after
 -- deleting it if every hold lapsed), its live holds and their latest end,
--- dropping the holds whose lease ended by now (ms). One HGETALL reads it
--- all.
+-- dropping the holds whose lease ended by now (ms); then whether the lock
+-- is marked as waited for, and whether the lock key was there at all. One
+-- HGETALL reads it all: a refused attempt needs no other read of the lock
+-- (issue 9: a busy lock refuses an attempt on every hand-off).
 local function current_holder(lock, now)
   local fields = redis.call('HGETALL', lock)
-  local holder, live, latest, lapsed = false, 0, 0, {}
+  local holder, live, latest, lapsed, waited = false, 0, 0, {}, false
   for i = 1, #fields, 2 do
     local f = fields[i]
     if f == 'owner' then
       holder = fields[i + 1]
+    elseif f == 'waited' then
+      waited = true
     elseif string.sub(f, 1, 2) == 't:' then
       local ends = tonumber(fields[i + 1])
       if ends <= now then
@@ -124,17 +128,18 @@ local function current_holder(lock, now)
       end
     end
   end
+  local found = #fields > 0
   if not holder then
-    return false, 0, 0
+    return false, 0, 0, false, found
   end
   if live == 0 then
     redis.call('DEL', lock)
-    return false, 0, 0
+    return false, 0, 0, false, found
   end
   if #lapsed > 0 then
     redis.call('HDEL', lock, unpack(lapsed))
   end
-  return holder, live, latest
+  return holder, live, latest, waited, found
 end
 
 -- reenter adds the hold of token (field hold) to a lock its owner already
@@ -186,14 +191,17 @@ local owner, hold, ttl, counterTTL, floor = ARGV[1], 't:' .. ARGV[2], tonumber(A
 local nowUs = now_us()
 
 -- The uncontended case in one read: no lock key, no tombstone.
-if redis.call('EXISTS', lock, tombstone) == 0 then
+local present = redis.call('EXISTS', lock, tombstone)
+if present == 0 then
   return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[6])
 end
 ` + holderFunctions + `
 local now = math.floor(nowUs / 1000)
-local holder, live, latest = current_holder(lock, now)
+local holder, live, latest, waited, found = current_holder(lock, now)
 
-if redis.call('EXISTS', tombstone) == 1 then
+-- EXISTS counted the lock key and the tombstone: what the lock key (found
+-- by HGETALL) does not account for is the tombstone.
+if present > (found and 1 or 0) then
   -- A late copy of an acquire that its client gave up and released.
   if holder then return {0, 0, 0, latest - now} end
   return {0, 0, 0, -1}
@@ -207,8 +215,11 @@ if holder == owner then
   return reenter(lock, hold, now, ttl, live, latest)
 end
 
--- Someone waits: the release that frees the lock must publish.
-redis.call('HSET', lock, 'waited', '1')
+-- Someone waits: the release that frees the lock must publish. The mark is
+-- written once per hold, not by every refused attempt.
+if not waited then
+  redis.call('HSET', lock, 'waited', '1')
+end
 return {0, 0, 0, latest - now}
 `)
 

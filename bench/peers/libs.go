@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -55,16 +56,16 @@ type library struct {
 	// noHeld: not run in the held-locks workload (a variant of another
 	// library that would measure the same thing).
 	noHeld bool
-	// yardstick: not a library (fenced-floor): run in the uncontended
-	// workloads only, and never the best peer.
-	yardstick bool
+	// yardstickFor: not a library but a yardstick (fenced-floor,
+	// fair-floor), run only in these workloads, and never the best peer.
+	yardstickFor []string
 }
 
 // runs reports whether the library is measured in workload w.
 func (l library) runs(w workloadDef) bool {
 	switch {
-	case l.yardstick:
-		return w.name == "serial" || w.name == "parallel64"
+	case l.yardstickFor != nil:
+		return slices.Contains(l.yardstickFor, w.name)
 	case l.noHeld:
 		return w.kind != kindHeld
 	}
@@ -140,9 +141,25 @@ var libraries = []library{
 			"Acquire: one script, SET NX PX and INCR of the lock's counter; release: a compare-and-delete script; " +
 			"nothing else (no tombstones, no clock floor under the tokens, no re-entrancy, no notification, no renewal). " +
 			"Uncontended workloads only; never the best peer",
-		connect:   newFencedFloor,
-		yardstick: true,
+		connect:      newFencedFloor,
+		yardstickFor: []string{"serial", "parallel64"},
 	},
+	{
+		name: fairFloorName,
+		settings: "not a library: the least a fenced lock that lines its waiters up on the server and wakes the next " +
+			"by pub/sub can do per hand-off on go-redis (fairfloor.go). Acquire: one script, SET NX PX and INCR, " +
+			"or RPUSH to the line; release: one script, LPOP the next waiter, SET the lock for it, INCR, PUBLISH on " +
+			"its process's channel; nothing else (no place leases: a waiter that gave up blocks the line until the " +
+			"lease ends; no tombstones, no clock floor, no renewal). Contended workloads only; never the best peer",
+		connect:      newFairFloor,
+		yardstickFor: []string{"contended", "contended-procs"},
+	},
+}
+
+// isYardstick reports whether name is a yardstick rather than a library.
+func isYardstick(name string) bool {
+	l, ok := libraryByName(name)
+	return ok && l.yardstickFor != nil
 }
 
 func libraryNames() []string {
@@ -167,10 +184,10 @@ func isFencelock(name string) bool {
 	return name == fencelockName || name == fencelockDoName || name == fencelockFairName
 }
 
-// isPeer reports whether name is a peer library: neither fencelock nor
-// the fenced-floor yardstick.
+// isPeer reports whether name is a peer library: neither fencelock nor a
+// yardstick.
 func isPeer(name string) bool {
-	return !isFencelock(name) && name != fencedFloorName
+	return !isFencelock(name) && !isYardstick(name)
 }
 
 // errNotHeld is returned by a release that found the lock gone.

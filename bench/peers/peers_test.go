@@ -104,7 +104,8 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"fencelock ÷ best peer", "2×PING bound", "hand-offs/s", "20 held locks"} {
+	for _, want := range []string{"fencelock ÷ best peer", "2×PING bound", "hand-offs/s", "20 held locks",
+		"fenced-floor, the least", "fair-floor, the least"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)
 		}

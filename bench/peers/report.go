@@ -150,6 +150,7 @@ func markdown(r *report) string {
 	fmt.Fprintf(&b, "Every acquire+release has its own request context (context.WithTimeout %s). ", r.Request)
 	fmt.Fprintf(&b, "Ratio: fencelock's figure ÷ the best peer's; above 1 favours fencelock where higher is better, below 1 where lower is better. ")
 	b.WriteString(floorSentence(r))
+	b.WriteString(fairFloorSentence(r))
 	fmt.Fprintf(&b, "Held locks: one process takes them all (64 goroutines), then is observed for %s; the probe takes and releases another key every %s.\n",
 		r.HeldWindow, r.ProbeEvery)
 	fmt.Fprintf(&b, "\nSettings (%s):\n\n", goRedisSettings)
@@ -339,7 +340,45 @@ func floorSentence(r *report) string {
 		strings.Join(parts, "; ") + ". "
 }
 
-// bestPeer returns the peer (never fencelock or the yardstick) with the
+// fairFloorSentence says how fencelock, fencelock-fair and the best peer
+// compare with the fair-floor yardstick in the contended workloads, or
+// nothing when it was not measured.
+func fairFloorSentence(r *report) string {
+	byName := map[string]*libResult{}
+	for _, x := range r.Results {
+		byName[x.Library] = x
+	}
+	floor := byName[fairFloorName]
+	if floor == nil {
+		return ""
+	}
+	var parts []string
+	for _, w := range []struct{ name, label string }{{"contended", "1 process"}, {"contended-procs", "across processes"}} {
+		ff, ok := floor.Median[w.name]
+		if !ok || ff.OpsPerSec <= 0 {
+			continue
+		}
+		part := fmt.Sprintf("%s: %s hand-offs/s", w.label, count(ff.OpsPerSec))
+		if best := bestPeer(r.Results, w.name, func(f figures) float64 { return f.OpsPerSec }, true); best != nil {
+			part += fmt.Sprintf(", %.2f× %s", ff.OpsPerSec/best.Median[w.name].OpsPerSec, best.Library)
+		}
+		for _, name := range []string{fencelockFairName, fencelockName} {
+			if x := byName[name]; x != nil {
+				if f, ok := x.Median[w.name]; ok {
+					part += fmt.Sprintf("; %s %.0f%% of it", name, 100*f.OpsPerSec/ff.OpsPerSec)
+				}
+			}
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "fair-floor, the least a fenced lock that lines its waiters up on the server and wakes them by pub/sub can do " +
+		"(not a library; see its settings): " + strings.Join(parts, "; ") + ". "
+}
+
+// bestPeer returns the peer (never fencelock or a yardstick) with the
 // best value in workload, higher or lower, or nil when no peer ran it.
 func bestPeer(libs []*libResult, workload string, value func(figures) float64, higher bool) *libResult {
 	var best *libResult

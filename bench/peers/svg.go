@@ -31,6 +31,8 @@ var palette = map[string]string{
 	"redsync":         "#d62728",
 	"redislock":       "#ff8c1a",
 	"rueidislock":     "#2ca02c",
+	fencedFloorName:   "#aaaaaa",
+	fairFloorName:     "#555555",
 }
 
 func colour(lib string) string {

@@ -140,7 +140,12 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	ch := n.channelLocked(name)
 	ch.watchers[wake] = wr
 	ready := ch.ready
-	n.markDirty(name)
+	if !ch.subscribed {
+		// Only then does the subscriber have work: waking it for a
+		// channel already subscribed cost every waiting call a goroutine
+		// switch (issue 9: a busy line registers a watch per hand-off).
+		n.markDirty(name)
+	}
 	grantsReady := closedChan
 	if token != "" {
 		n.grantees[token] = wake

@@ -35,7 +35,9 @@ import (
 //	                        renewed; field "g:TOKEN" = what a release needs
 //	                        to grant that waiter the lock (JSON, see
 //	                        grantFunctions); field "#seq" = the last arrival
-//	                        number. Both expire with the longest place.
+//	                        number. Both outlive the longest place: a join
+//	                        that finds them ending within its place sets
+//	                        them to end two places from now.
 //	NS:{KEY}:released       pub/sub channel: a message when the lock is freed
 //	                        ("released"), when a fair waiter's turn has come
 //	                        ("next:TOKEN"), or when a release granted the

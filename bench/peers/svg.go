@@ -154,7 +154,9 @@ func barPanel(b *strings.Builder, r *report, x0, y0 int, workload, title string,
 	if bound > 0 {
 		y := yOf(bound)
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555" stroke-dasharray="5,4"/>`+"\n", left, y, left+width, y)
-		text(b, left+width, y-4, 10, "end", "", "2×PING bound "+shortCount(bound))
+		// At the left end, over the first bars (fencelock's, below the
+		// bound), where it does not run into the tallest bars' labels.
+		text(b, left+4, y-4, 10, "start", "", "2×PING bound "+shortCount(bound))
 	}
 }
 

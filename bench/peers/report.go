@@ -304,65 +304,48 @@ func loads(ls []float64) string {
 // fenced-floor yardstick in the uncontended workloads, or nothing when it
 // was not measured.
 func floorSentence(r *report) string {
-	var fl, floor *libResult
-	for _, x := range r.Results {
-		switch x.Library {
-		case fencelockName:
-			fl = x
-		case fencedFloorName:
-			floor = x
-		}
-	}
-	if floor == nil {
-		return ""
-	}
-	var parts []string
-	for _, w := range []struct{ name, label string }{{"serial", "1 goroutine"}, {"parallel64", "64 goroutines"}} {
-		ff, ok := floor.Median[w.name]
-		if !ok || ff.OpsPerSec <= 0 {
-			continue
-		}
-		part := fmt.Sprintf("%s: %s cycles/s", w.label, count(ff.OpsPerSec))
-		if best := bestPeer(r.Results, w.name, func(f figures) float64 { return f.OpsPerSec }, true); best != nil {
-			part += fmt.Sprintf(", %.2f× %s", ff.OpsPerSec/best.Median[w.name].OpsPerSec, best.Library)
-		}
-		if fl != nil {
-			if f, ok := fl.Median[w.name]; ok {
-				part += fmt.Sprintf("; fencelock %.0f%% of it", 100*f.OpsPerSec/ff.OpsPerSec)
-			}
-		}
-		parts = append(parts, part)
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "fenced-floor, the least a lock with fencing tokens can do (not a library; see its settings): " +
-		strings.Join(parts, "; ") + ". "
+	return yardstickSentence(r, fencedFloorName,
+		"the least a lock with fencing tokens can do", "cycles/s",
+		[]workloadLabel{{"serial", "1 goroutine"}, {"parallel64", "64 goroutines"}},
+		[]string{fencelockName})
 }
 
 // fairFloorSentence says how fencelock, fencelock-fair and the best peer
 // compare with the fair-floor yardstick in the contended workloads, or
 // nothing when it was not measured.
 func fairFloorSentence(r *report) string {
+	return yardstickSentence(r, fairFloorName,
+		"the least a fenced lock that lines its waiters up on the server and wakes them by pub/sub can do", "hand-offs/s",
+		[]workloadLabel{{"contended", "1 process"}, {"contended-procs", "across processes"}},
+		[]string{fencelockFairName, fencelockName})
+}
+
+// workloadLabel names a workload in a sentence.
+type workloadLabel struct{ name, label string }
+
+// yardstickSentence says, for each of workloads the yardstick ran, its
+// throughput (in unit), its ratio to the best peer, and what share of it
+// each of the compared libraries made; nothing when it was not measured.
+func yardstickSentence(r *report, yardstick, what, unit string, workloads []workloadLabel, compared []string) string {
 	byName := map[string]*libResult{}
 	for _, x := range r.Results {
 		byName[x.Library] = x
 	}
-	floor := byName[fairFloorName]
+	floor := byName[yardstick]
 	if floor == nil {
 		return ""
 	}
 	var parts []string
-	for _, w := range []struct{ name, label string }{{"contended", "1 process"}, {"contended-procs", "across processes"}} {
+	for _, w := range workloads {
 		ff, ok := floor.Median[w.name]
 		if !ok || ff.OpsPerSec <= 0 {
 			continue
 		}
-		part := fmt.Sprintf("%s: %s hand-offs/s", w.label, count(ff.OpsPerSec))
+		part := fmt.Sprintf("%s: %s %s", w.label, count(ff.OpsPerSec), unit)
 		if best := bestPeer(r.Results, w.name, func(f figures) float64 { return f.OpsPerSec }, true); best != nil {
 			part += fmt.Sprintf(", %.2f× %s", ff.OpsPerSec/best.Median[w.name].OpsPerSec, best.Library)
 		}
-		for _, name := range []string{fencelockFairName, fencelockName} {
+		for _, name := range compared {
 			if x := byName[name]; x != nil {
 				if f, ok := x.Median[w.name]; ok {
 					part += fmt.Sprintf("; %s %.0f%% of it", name, 100*f.OpsPerSec/ff.OpsPerSec)
@@ -374,8 +357,7 @@ func fairFloorSentence(r *report) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return "fair-floor, the least a fenced lock that lines its waiters up on the server and wakes them by pub/sub can do " +
-		"(not a library; see its settings): " + strings.Join(parts, "; ") + ". "
+	return yardstick + ", " + what + " (not a library; see its settings): " + strings.Join(parts, "; ") + ". "
 }
 
 // bestPeer returns the peer (never fencelock or a yardstick) with the

@@ -367,11 +367,7 @@ func benchMillis(d time.Duration) float64 { return float64(d) / float64(time.Mil
 // batch's own work. No time is asserted.
 func BenchmarkRenewBatch(b *testing.B) {
 	const batch = 64
-	srv := servertest.Redis(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	b.Cleanup(func() { rdb.Close() })
-	be := redisbackend.New(rdb)
-	b.Cleanup(func() { be.Close() })
+	_, be := backendWithoutPubSub(b) // renewal needs no notifications
 	ctx := context.Background()
 	reqs := make([]fencelock.RenewRequest, batch)
 	for i := range reqs {

@@ -219,7 +219,7 @@ func TestGrantCommands(t *testing.T) {
 // backendWithoutPubSub starts a redis-server and returns a client of it and
 // a Backend on that client without release notifications, whose pub/sub
 // commands would count with the scripts'.
-func backendWithoutPubSub(t *testing.T) (*redis.Client, *redisbackend.Backend) {
+func backendWithoutPubSub(t testing.TB) (*redis.Client, *redisbackend.Backend) {
 	t.Helper()
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})

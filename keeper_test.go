@@ -7,6 +7,7 @@ package fencelock_test
 // order and instant of loss signals.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -154,6 +155,101 @@ func TestKeeperRenewalOrderAndTiming(t *testing.T) {
 			if got := x.lk.Deadline().Sub(e.b.start); got != x.deadline {
 				t.Errorf("%s: deadline at %v, want %v", x.lk.Key(), got, x.deadline)
 			}
+		}
+	})
+}
+
+// TestKeeperSteadyStreamRenewedInBursts: locks taken one a millisecond come
+// due one a millisecond. The wake-up that renews the first one also takes
+// those due within a fifth of their interval, up to RenewBurst batches,
+// which go out one at a time (only the first has a lock that is due): a
+// round of renewals costs the loop a few wake-ups, not one per batch, and
+// another request waits behind one batch at most.
+func TestKeeperSteadyStreamRenewedInBursts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		const n = 300 // taken at 0, 1, ..., 299ms; due at 1000ms, 1001ms, ...
+		for i := range n {
+			e.sleepUntil(time.Duration(i) * time.Millisecond)
+			e.acquire(fmt.Sprintf("k%03d", i), 3*time.Second, fencelock.WithAutoRenew(time.Second))
+		}
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 100, ReplyDelay: time.Millisecond})
+		e.sleepUntil(1500 * time.Millisecond)
+
+		// At 1000ms: k000 is due, k001..k200 (due by 1200ms) go along, 201
+		// locks in batches of 64, one after the other. At 1201ms: k201 is
+		// due, and the other 98 go along.
+		want := []string{"1s[64]", "1.001s[64]", "1.002s[64]", "1.003s[9]", "1.201s[64]", "1.202s[35]"}
+		var got []string
+		seen := map[string]int{}
+		for _, c := range e.b.renewCalls() {
+			got = append(got, fmt.Sprintf("%v[%d]", c.at, len(c.keys)))
+			for _, k := range c.keys {
+				seen[k]++
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("renew calls %v, want %v", got, want)
+		}
+		if len(seen) != n {
+			t.Errorf("%d locks renewed, want all %d", len(seen), n)
+		}
+		for k, times := range seen {
+			if times != 1 {
+				t.Errorf("%s renewed %d times, want once", k, times)
+			}
+		}
+		if e.b.maxInflight != 1 {
+			t.Errorf("%d renew calls in flight at once, want 1 (none of the later batches was due)", e.b.maxInflight)
+		}
+	})
+}
+
+// TestKeeperBurstFallingBehindGetsSecondWorker: when the server answers
+// slowly, the batches of locks taken early come due while they wait for
+// the one worker; a second then sends them meanwhile (at most
+// MaxRenewWorkers in flight), so that no lock waits for its renewal past
+// one batch's round trip after it came due.
+func TestKeeperBurstFallingBehindGetsSecondWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := kpNewEnv(t)
+		const n = 300 // taken at 0, 1, ..., 299ms; due at 1000ms, 1001ms, ...
+		for i := range n {
+			e.sleepUntil(time.Duration(i) * time.Millisecond)
+			e.acquire(fmt.Sprintf("k%03d", i), 3*time.Second, fencelock.WithAutoRenew(time.Second))
+		}
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 100, ReplyDelay: 100 * time.Millisecond})
+		e.sleepUntil(1500 * time.Millisecond)
+
+		// At 1000ms the burst k000..k200 is gathered: [k000..k063]
+		// [k064..k127] [k128..k191] [k192..k200]. The first goes at once;
+		// the second at 1100ms, when its first lock (due at 1064ms) has
+		// come due but no other batch had; at 1200ms the third, and the
+		// fourth (due since 1192ms) beside it. At 1201ms k201 is due and
+		// the rest is gathered: [k201..k264] [k265..k299], sent at 1300ms,
+		// when both workers are free.
+		want := []string{"1s[64]", "1.1s[64]", "1.2s[9]", "1.2s[64]", "1.3s[35]", "1.3s[64]"}
+		calls := e.b.renewCalls()
+		// Calls made at the same instant, in any order.
+		slices.SortStableFunc(calls, func(a, b kpCall) int {
+			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(len(a.keys), len(b.keys)))
+		})
+		var got []string
+		seen := map[string]int{}
+		for _, c := range calls {
+			got = append(got, fmt.Sprintf("%v[%d]", c.at, len(c.keys)))
+			for _, k := range c.keys {
+				seen[k]++
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("renew calls %v, want %v", got, want)
+		}
+		if len(seen) != n {
+			t.Errorf("%d locks renewed, want all %d", len(seen), n)
+		}
+		if e.b.maxInflight != fencelock.MaxRenewWorkers {
+			t.Errorf("%d renew calls in flight at once, want %d", e.b.maxInflight, fencelock.MaxRenewWorkers)
 		}
 	})
 }

@@ -159,6 +159,42 @@ func TestKeeperRenewalOrderAndTiming(t *testing.T) {
 	})
 }
 
+// acquireOneAMillisecond takes n locks, k000, k001, ..., one a millisecond
+// from the current instant (0), each with a lease of 3s renewed every
+// second: they come due one a millisecond from 1s.
+func (e *kpEnv) acquireOneAMillisecond(n int) {
+	e.t.Helper()
+	for i := range n {
+		e.sleepUntil(time.Duration(i) * time.Millisecond)
+		e.acquire(fmt.Sprintf("k%03d", i), 3*time.Second, fencelock.WithAutoRenew(time.Second))
+	}
+}
+
+// checkBatchesRenewingEachOnce checks that calls, rendered "at[batch
+// size]", are want, and that they renewed each of n locks once.
+func checkBatchesRenewingEachOnce(t *testing.T, calls []kpCall, want []string, n int) {
+	t.Helper()
+	var got []string
+	renewed := map[string]int{}
+	for _, c := range calls {
+		got = append(got, fmt.Sprintf("%v[%d]", c.at, len(c.keys)))
+		for _, k := range c.keys {
+			renewed[k]++
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("renew calls %v, want %v", got, want)
+	}
+	if len(renewed) != n {
+		t.Errorf("%d locks renewed, want all %d", len(renewed), n)
+	}
+	for k, times := range renewed {
+		if times != 1 {
+			t.Errorf("%s renewed %d times, want once", k, times)
+		}
+	}
+}
+
 // TestKeeperSteadyStreamRenewedInBursts: locks taken one a millisecond come
 // due one a millisecond. The wake-up that renews the first one also takes
 // those due within a fifth of their interval, up to RenewBurst batches,
@@ -168,11 +204,8 @@ func TestKeeperRenewalOrderAndTiming(t *testing.T) {
 func TestKeeperSteadyStreamRenewedInBursts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := kpNewEnv(t)
-		const n = 300 // taken at 0, 1, ..., 299ms; due at 1000ms, 1001ms, ...
-		for i := range n {
-			e.sleepUntil(time.Duration(i) * time.Millisecond)
-			e.acquire(fmt.Sprintf("k%03d", i), 3*time.Second, fencelock.WithAutoRenew(time.Second))
-		}
+		const n = 300
+		e.acquireOneAMillisecond(n)
 		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 100, ReplyDelay: time.Millisecond})
 		e.sleepUntil(1500 * time.Millisecond)
 
@@ -180,25 +213,7 @@ func TestKeeperSteadyStreamRenewedInBursts(t *testing.T) {
 		// locks in batches of 64, one after the other. At 1201ms: k201 is
 		// due, and the other 98 go along.
 		want := []string{"1s[64]", "1.001s[64]", "1.002s[64]", "1.003s[9]", "1.201s[64]", "1.202s[35]"}
-		var got []string
-		seen := map[string]int{}
-		for _, c := range e.b.renewCalls() {
-			got = append(got, fmt.Sprintf("%v[%d]", c.at, len(c.keys)))
-			for _, k := range c.keys {
-				seen[k]++
-			}
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("renew calls %v, want %v", got, want)
-		}
-		if len(seen) != n {
-			t.Errorf("%d locks renewed, want all %d", len(seen), n)
-		}
-		for k, times := range seen {
-			if times != 1 {
-				t.Errorf("%s renewed %d times, want once", k, times)
-			}
-		}
+		checkBatchesRenewingEachOnce(t, e.b.renewCalls(), want, n)
 		if e.b.maxInflight != 1 {
 			t.Errorf("%d renew calls in flight at once, want 1 (none of the later batches was due)", e.b.maxInflight)
 		}
@@ -213,11 +228,8 @@ func TestKeeperSteadyStreamRenewedInBursts(t *testing.T) {
 func TestKeeperBurstFallingBehindGetsSecondWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := kpNewEnv(t)
-		const n = 300 // taken at 0, 1, ..., 299ms; due at 1000ms, 1001ms, ...
-		for i := range n {
-			e.sleepUntil(time.Duration(i) * time.Millisecond)
-			e.acquire(fmt.Sprintf("k%03d", i), 3*time.Second, fencelock.WithAutoRenew(time.Second))
-		}
+		const n = 300
+		e.acquireOneAMillisecond(n)
 		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 100, ReplyDelay: 100 * time.Millisecond})
 		e.sleepUntil(1500 * time.Millisecond)
 
@@ -234,20 +246,7 @@ func TestKeeperBurstFallingBehindGetsSecondWorker(t *testing.T) {
 		slices.SortStableFunc(calls, func(a, b kpCall) int {
 			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(len(a.keys), len(b.keys)))
 		})
-		var got []string
-		seen := map[string]int{}
-		for _, c := range calls {
-			got = append(got, fmt.Sprintf("%v[%d]", c.at, len(c.keys)))
-			for _, k := range c.keys {
-				seen[k]++
-			}
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("renew calls %v, want %v", got, want)
-		}
-		if len(seen) != n {
-			t.Errorf("%d locks renewed, want all %d", len(seen), n)
-		}
+		checkBatchesRenewingEachOnce(t, calls, want, n)
 		if e.b.maxInflight != fencelock.MaxRenewWorkers {
 			t.Errorf("%d renew calls in flight at once, want %d", e.b.maxInflight, fencelock.MaxRenewWorkers)
 		}

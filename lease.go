@@ -125,8 +125,9 @@ func renewRetryDelay(interval time.Duration) time.Duration {
 // renewalDue reports whether l may go in a renewal batch gathered now: it is
 // due, or due within a fifth of its interval. The keeper wakes when a lock is
 // due; locks due soon after go along, a little early, while the batch has
-// room, so that locks due at about the same time share a round trip (see
-// leaseKeeper.tick). l.mu must be held.
+// room or the wake-up's burst has (renewBurst), so that locks due at about
+// the same time share a round trip and a wake-up (see leaseKeeper.tick).
+// l.mu must be held.
 func (l *Lock) renewalDue(now time.Time) bool {
 	return l.autoRenew > 0 && !l.renewing && !now.Before(l.nextRenew.Add(-l.autoRenew/5))
 }

@@ -145,7 +145,9 @@ const DefaultMaxFailures = 10
 // WithAutoRenew renews the lock every interval until it is released, keeping
 // its lease at the full ttl. The interval must be positive and shorter than
 // the ttl; ttl/3 leaves two attempts before the lease runs out. Do renews
-// every ttl/3 unless this option says otherwise.
+// every ttl/3 unless this option says otherwise. A renewal may go out up to
+// a fifth of the interval early, to share a round trip with the renewals of
+// the Client's other locks.
 //
 // When renewal finds the lock gone, or the lease deadline passes without a
 // successful renewal (the server is unreachable or paused), the lock is lost:

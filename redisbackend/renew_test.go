@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,6 +53,10 @@ func TestRenewBatchOneScript(t *testing.T) {
 	if calls["evalsha"]+calls["eval"] != 1 || calls["time"] != 1 {
 		t.Fatalf("commands of a batch of %d renewals: %s; want one script run reading the clock once", len(reqs), fmtCalls(calls))
 	}
+	// Extending a lone hold reads its own field, not the whole hash.
+	if calls["hgetall"] != 0 || calls["hget"] != len(reqs) {
+		t.Fatalf("commands of a batch of %d renewals: %s; want an HGET a lock and no HGETALL", len(reqs), fmtCalls(calls))
+	}
 	for i := range n {
 		if !res[i].Held || res[i].Err != nil {
 			t.Fatalf("renewal %d of a held lock: %+v, want held", i, res[i])
@@ -67,5 +72,69 @@ func TestRenewBatchOneScript(t *testing.T) {
 		t.Fatalf("renewal of a key holding a string: %+v, want an error of its own", r)
 	} else {
 		t.Logf("the wrong-type key's error: %v", r.Err)
+	}
+}
+
+// A renewal keeps the lock key's expiry at the end of its latest hold, in a
+// batch (one script for all) and alone (Refresh, Cluster): it extends the
+// expiry when the renewed hold becomes the latest, leaves it when another
+// hold ends later, and brings it back when a shorter ttl ends the renewed
+// hold sooner (the release script relies on it: a key that exists has a
+// running lease for a lone hold).
+func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	b := redisbackend.New(rdb)
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+	ref := func(key, token string) fencelock.LockRef {
+		return fencelock.LockRef{Namespace: "rx", Key: key, Token: token}
+	}
+	take := func(r fencelock.LockRef, ttl time.Duration) {
+		t.Helper()
+		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{LockRef: r, Owner: "o", TTL: ttl}); err != nil || !res.Acquired {
+			t.Fatalf("Acquire %v: %+v %v", r, res, err)
+		}
+	}
+	// The other lock of every batch, so that a batch has two and runs as one script.
+	other := ref("other", "x")
+	take(other, time.Hour)
+	for _, batch := range []bool{true, false} {
+		renew := func(r fencelock.LockRef, ttl time.Duration) {
+			t.Helper()
+			reqs := []fencelock.RenewRequest{{LockRef: r, TTL: ttl}}
+			if batch {
+				reqs = append(reqs, fencelock.RenewRequest{LockRef: other, TTL: time.Hour})
+			}
+			res, err := b.Renew(ctx, reqs)
+			if err != nil || !res[0].Held {
+				t.Fatalf("batch %v: Renew %v ttl %v: %+v %v", batch, r, ttl, res, err)
+			}
+		}
+		expiry := func(key string, want time.Duration, what string) {
+			t.Helper()
+			// The script's clock and PTTL's are the server's; a second of
+			// slack covers a slow machine, far below the ttls' differences.
+			if got := rdb.PTTL(ctx, "rx:{"+key+"}:lock").Val(); got > want || got < want-time.Second {
+				t.Errorf("batch %v: %s: the key expires in %v, want %v", batch, what, got, want)
+			}
+		}
+		key := fmt.Sprintf("lone-%v", batch)
+		take(ref(key, "a"), 5*time.Second)
+		renew(ref(key, "a"), 20*time.Second)
+		expiry(key, 20*time.Second, "a lone hold extended")
+		renew(ref(key, "a"), 2*time.Second)
+		expiry(key, 2*time.Second, "a lone hold renewed with a shorter ttl")
+
+		key = fmt.Sprintf("reentered-%v", batch)
+		take(ref(key, "a"), 30*time.Second)
+		take(ref(key, "b"), 5*time.Second) // the same owner: a second hold
+		renew(ref(key, "b"), 10*time.Second)
+		expiry(key, 30*time.Second, "the shorter of two holds extended")
+		renew(ref(key, "b"), time.Minute)
+		expiry(key, time.Minute, "the shorter hold extended past the other")
+		renew(ref(key, "b"), time.Second)
+		expiry(key, 30*time.Second, "the latest hold renewed with a shorter ttl")
 	}
 }

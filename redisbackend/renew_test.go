@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servertest"
-	"github.com/fencelock/fencelock/redisbackend"
-	"github.com/redis/go-redis/v9"
 )
 
 // On a single node a renewal batch is one script run, whatever its size
@@ -17,11 +14,7 @@ import (
 // own commands), and each lock still gets its own result: renewed, not
 // held, or an error of its own when its key holds another type.
 func TestRenewBatchOneScript(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	b := redisbackend.New(rdb)
-	t.Cleanup(func() { b.Close() })
+	b, rdb := newBackend(t)
 	ctx := context.Background()
 	const ttl = time.Minute
 	ref := func(key, token string) fencelock.LockRef {
@@ -82,11 +75,7 @@ func TestRenewBatchOneScript(t *testing.T) {
 // hold sooner (the release script relies on it: a key that exists has a
 // running lease for a lone hold).
 func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	b := redisbackend.New(rdb)
-	t.Cleanup(func() { b.Close() })
+	b, rdb := newBackend(t)
 	ctx := context.Background()
 	ref := func(key, token string) fencelock.LockRef {
 		return fencelock.LockRef{Namespace: "rx", Key: key, Token: token}

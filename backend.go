@@ -221,6 +221,14 @@ type ReleaseResult struct {
 	// Remaining is the number of holds left (re-entrant locks); 0 means the
 	// lock was deleted.
 	Remaining int
+	// Yielded reports that the release freed the lock for another process
+	// whose turn it was, and woke it alone: the store lines up the
+	// processes that wait for a lock, and put the releasing one, which has
+	// waiters too, behind the others. The Client then leaves its waiters
+	// asleep until a notification wakes them, rather than letting the
+	// next one try at once and take the lock from the process woken for
+	// it. Backends without such a line leave it false.
+	Yielded bool
 }
 
 // RenewRequest extends one hold's lease.

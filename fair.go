@@ -78,8 +78,11 @@ type Grant struct {
 // for the key, in every process: the lock goes to waiters in the order in
 // which they first found it held (first come, first served), and each
 // release wakes only the waiter whose turn it is. Without it, waiters of
-// one Client take turns in order, but across processes the first to reach
-// the store after a release wins.
+// one Client take turns in order and, with the Redis backend, the processes
+// that wait take turns (each release wakes the next one, which may hand
+// the lock on to its own waiters a few times), but a caller that is not
+// waiting yet may take a free lock first: no order across processes is
+// promised.
 //
 // The line is kept on the server, each place with a lease of FairPlaceLease
 // that the waiter renews while it waits: a waiter that crashes or is paused

@@ -19,7 +19,11 @@ import (
 // was held: a waiter of another process makes an attempt, and is refused,
 // before it waits, so a refusal means someone else may be waiting. The
 // release then frees the lock and wakes the waiters as Release does, and
-// the Client's next waiter takes its chance with the others.
+// the Client's next waiter takes its chance with the others. A store that
+// lines up the waiting processes (the Redis backend) may instead hand the
+// lock on a few times in a row during the releasing process's turn, and
+// then wake the next process in line (ReleaseResult.Yielded): the other
+// processes still get the lock after a bounded number of holds.
 //
 // The Redis backend implements it (except with replica acknowledgement,
 // where it releases only); fencelocktest checks it.

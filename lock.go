@@ -49,6 +49,7 @@ type Lock struct {
 	renewing  bool       // a renewal (the keeper's or Refresh's) is in flight
 	releasing bool       // Release or Close has begun: no renewal starts any more
 	signalled bool       // end has run the whenEnded callbacks and closed Done
+	yielded   bool       // the release woke another process for its turn (ReleaseResult.Yielded): end leaves the Client's next waiter asleep
 	ttl       time.Duration
 	deadline  time.Time     // local lease deadline (lease.go)
 	nextRenew time.Time     // when automatic renewal is next due
@@ -374,6 +375,7 @@ func (l *Lock) end(err error) bool {
 	l.err = err
 	callbacks := l.onEnd
 	l.onEnd = nil
+	yielded := l.yielded
 	l.mu.Unlock()
 
 	// Contexts first: whoever sees Done closed also finds every context
@@ -391,7 +393,9 @@ func (l *Lock) end(err error) bool {
 	}
 	l.client.leases.remove(l)
 	if l.counted {
-		l.client.queues.ended(l.ref.Key)
+		// After a release that yielded to another process, this Client's
+		// next waiter waits to be woken for its own turn.
+		l.client.queues.ended(l.ref.Key, !yielded)
 	}
 	return true
 }

@@ -146,7 +146,7 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 		return 0, lockError("release", key, ErrNotHeld)
 	}
 	c.endHere(ref, "released by its token (Client.ReleaseToken), not through the *Lock")
-	if res.Remaining == 0 {
+	if res.Remaining == 0 && !res.Yielded {
 		c.queues.released(key)
 	}
 	c.log.Info("fencelock: released by token", "key", key, "token", shortToken(token), "holds_left", res.Remaining)

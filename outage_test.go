@@ -176,7 +176,7 @@ func outageKind(args []string) string {
 	switch {
 	case args[2] == "3":
 		return "acquire"
-	case args[2] == "5" && len(args) == 12: // lock, tombstone, the line of fair waiters, fence counter; 4 ARGV
+	case args[2] == "5" && len(args) == 15: // lock, tombstone, the line of fair waiters, fence counter; 7 ARGV
 		return "release"
 	case args[2] == "1" && len(args) == 6:
 		return "renew"

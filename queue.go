@@ -195,15 +195,15 @@ func (q *waitQueues) took(key string) {
 	q.held[key]++
 }
 
-// ended uncounts a plain lock of key that took counted, and wakes the head of
-// key's line: it may now attempt.
-func (q *waitQueues) ended(key string) {
+// ended uncounts a plain lock of key that took counted and, with wake, wakes
+// the head of key's line: it may now attempt.
+func (q *waitQueues) ended(key string, wake bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.held[key]--; q.held[key] <= 0 {
 		delete(q.held, key)
 	}
-	if line := q.lines[key]; len(line) > 0 {
+	if line := q.lines[key]; wake && len(line) > 0 {
 		select {
 		case line[0].wake <- struct{}{}:
 		default:

@@ -94,8 +94,13 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		l.lose(LostGone, "the lock was no longer held when released", false)
 		return lockError("release", l.ref.Key, ErrNotHeld)
 	default:
+		if res.Yielded {
+			l.mu.Lock()
+			l.yielded = true
+			l.mu.Unlock()
+		}
 		l.endReleased(ctx, released)
-		if res.Remaining == 0 && l.ops == nil {
+		if res.Remaining == 0 && l.ops == nil && !res.Yielded {
 			c.queues.released(l.ref.Key)
 		}
 		if c.debugEnabled() {
@@ -267,7 +272,7 @@ func (r *releaser) run(idle chan struct{}) {
 			backoff = minReleaseBackoff
 			if res.Held {
 				log.Info("fencelock: released in the background", "key", p.req.Key, "token", shortToken(p.req.Token))
-				if res.Remaining == 0 && p.ops == nil {
+				if res.Remaining == 0 && p.ops == nil && !res.Yielded {
 					r.c.queues.released(p.req.Key)
 				}
 			}

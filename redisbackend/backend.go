@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ type Backend struct {
 	pipe     coalescer // acquire, release and TTL calls, pipelined under load
 
 	counterExpiry time.Duration // 0: fence counters never expire
+	turnGrace     time.Duration // how long a process woken for its turn has the free lock to itself (otherTurnGrace)
 	ack           *replicaAck   // nil: no replica acknowledgement
 	optErr        error         // an invalid option, returned by every call
 
@@ -93,10 +95,27 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 		b.optErr = o.ack.check()
 	}
 	b.pipe = coalescer{rdb: rdb, scripts: &b.scripts, maxFlushers: o.maxInflight}
+	b.turnGrace = otherTurnGrace
 	if o.notifications {
 		b.notifier = newNotifier(rdb, o.readyTimeout)
+		b.notifier.leaveLine = b.leaveLine
 	}
 	return b
+}
+
+// leaveLine runs leaveLineScript for the lock whose release channel is
+// channel, in the background as publishHint does: none of this process's
+// waiters waits for the lock any more.
+func (b *Backend) leaveLine(channel string) {
+	base, ok := strings.CutSuffix(channel, ":released")
+	if !ok {
+		return
+	}
+	b.calls.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hintTimeout)
+		defer cancel()
+		_ = b.scripts.run(ctx, b.rdb, leaveLineScript, []string{base + ":lock"}, channel, b.notifier.id).Err()
+	})
 }
 
 var (
@@ -119,6 +138,12 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
 		args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
+		// A process with a waiter for the key gets in line for its turn
+		// if refused (turnFunctions).
+		process := b.notifier.waitingProcess(k.channel)
+		if process != "" || req.Identity != "" {
+			args = append(args, process)
+		}
 		if req.Identity != "" {
 			args = append(args, req.Identity)
 		}
@@ -147,15 +172,61 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	}
 	k := keysFor(req.Namespace, req.Key)
 	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
-		left, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token),
-			req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry)).Int64()
+		process, waits := b.releasingProcess(k)
+		reply, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token),
+			req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry), process, waits, ms(b.turnGrace)).Result()
 		if err != nil {
 			return fencelock.ReleaseResult{}, classify(err)
 		}
-		res := fencelock.ReleaseResult{Held: left >= 0, Remaining: int(max(left, 0))}
+		res, _, err := releaseResult(reply)
+		if err != nil {
+			return fencelock.ReleaseResult{}, err
+		}
 		b.notifyIfAsked(ctx, req, res, k)
 		return res, nil
 	})
+}
+
+// releasingProcess returns the release script's process arguments
+// (turnFunctions): the notifier's id, and whether the process has waiters
+// for the lock ("1") or not ("0").
+func (b *Backend) releasingProcess(k lockKeys) (process, waits string) {
+	if b.notifier == nil {
+		return "", "0"
+	}
+	if b.notifier.waitingProcess(k.channel) != "" {
+		return b.notifier.id, "1"
+	}
+	return b.notifier.id, "0"
+}
+
+// releaseResult decodes the reply of the release script: the live holds
+// left (or -1), alone or as the first element of {left, fence handed, 1
+// when the release yielded to another process}.
+func releaseResult(reply any) (res fencelock.ReleaseResult, handed int64, err error) {
+	var left int64
+	switch v := reply.(type) {
+	case int64:
+		left = v
+	case []any:
+		vals := make([]int64, len(v))
+		for i, e := range v {
+			n, ok := e.(int64)
+			if !ok {
+				return res, 0, fmt.Errorf("redisbackend: release script returned %v", reply)
+			}
+			vals[i] = n
+		}
+		if len(vals) < 2 || len(vals) > 3 {
+			return res, 0, fmt.Errorf("redisbackend: release script returned %v", reply)
+		}
+		left, handed = vals[0], vals[1]
+		res.Yielded = len(vals) == 3 && vals[2] == 1
+	default:
+		return res, 0, fmt.Errorf("redisbackend: release script returned %v", reply)
+	}
+	res.Held, res.Remaining = left >= 0, int(max(left, 0))
+	return res, handed, nil
 }
 
 // notifyIfAsked wakes the watchers of the lock's releases when req asks for
@@ -231,20 +302,24 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 	}
 	r, err := guard(b, ctx, func(ctx context.Context) (both, error) {
 		keys := append(k.releaseKeys(req.Token), k.tombstone(next.Token))
-		args := []any{req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry),
+		process, waits := b.releasingProcess(k)
+		args := []any{req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry), process, waits, ms(b.turnGrace),
 			next.Token, ms(next.TTL), max(next.FenceFloor, 0)}
 		if next.Identity != "" {
 			args = append(args, next.Identity)
 		}
-		vals, err := b.pipe.run(ctx, releaseScript, keys, args...).Int64Slice()
+		reply, err := b.pipe.run(ctx, releaseScript, keys, args...).Result()
 		if err != nil {
 			return both{}, classify(err)
 		}
-		if len(vals) != 2 {
-			return both{}, fmt.Errorf("redisbackend: release script returned %v", vals)
+		if _, ok := reply.([]any); !ok {
+			return both{}, fmt.Errorf("redisbackend: release script returned %v", reply)
 		}
-		left, fence := vals[0], vals[1]
-		r := both{rel: fencelock.ReleaseResult{Held: left >= 0, Remaining: int(max(left, 0))}}
+		rel, fence, err := releaseResult(reply)
+		if err != nil {
+			return both{}, err
+		}
+		r := both{rel: rel}
 		if fence > 0 {
 			r.acq = fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1}
 		}

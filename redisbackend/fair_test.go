@@ -291,12 +291,21 @@ func TestFairAcrossProcesses(t *testing.T) {
 // fairChildConfig tells a child process (TestFairChild) what to do.
 type fairChildConfig struct {
 	Mode     string // "wait": wait in line for Key forever; "work": the contended loop
+	Plain    bool   // plain waiters (processes take turns), not fair ones
 	Key      string
 	Workers  int
 	Duration time.Duration
 	Hold     time.Duration
 	Think    time.Duration
 	Start    time.Time // all processes start work at once
+}
+
+// acquireOptions are the child's options of Acquire.
+func (cfg fairChildConfig) acquireOptions() []fencelock.AcquireOption {
+	if cfg.Plain {
+		return nil
+	}
+	return []fencelock.AcquireOption{fencelock.WithFairness()}
 }
 
 // fairChildResult is what a "work" child prints (one RESULT line of JSON).
@@ -330,7 +339,7 @@ func TestFairChild(t *testing.T) {
 	ctx := context.Background()
 	switch cfg.Mode {
 	case "wait":
-		_, err := c.Acquire(ctx, cfg.Key, 30*time.Second, fencelock.WithFairness())
+		_, err := c.Acquire(ctx, cfg.Key, 30*time.Second, cfg.acquireOptions()...)
 		t.Fatalf("the waiting child got %v; it should have been killed first", err)
 	case "work":
 		res := fairWork(ctx, c, rdb, cfg)
@@ -360,7 +369,7 @@ func fairWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg f
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				lk, err := c.Acquire(actx, cfg.Key, 10*time.Second, fencelock.WithFairness())
+				lk, err := c.Acquire(actx, cfg.Key, 10*time.Second, cfg.acquireOptions()...)
 				if err != nil {
 					cancel()
 					fail(err)

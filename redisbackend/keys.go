@@ -21,7 +21,21 @@ import (
 //	                                 the release that frees the lock publishes
 //	                                 on the channel only then, and hands the
 //	                                 lock to the releasing Client's next
-//	                                 waiter only without it
+//	                                 waiter only without it (or during its
+//	                                 process's turn, below)
+//	                          p:ID   one field per process waiting in line
+//	                                 (turnFunctions, scripts.go): ID is its
+//	                                 notifier's, the value the server time
+//	                                 (Unix µs) it got in line; a release that
+//	                                 frees the lock keeps these (the key then
+//	                                 expires after turnKeepMs)
+//	                          streak holds its holder's process has handed
+//	                                 on to its own waiters in a row during
+//	                                 its turn
+//	                          woken, wokenUntil  the process (p:ID) the last
+//	                                 release woke for its turn, and until
+//	                                 when (Unix µs) the others in line leave
+//	                                 the free lock to it
 //	NS:{KEY}:fence          string, no expiry unless WithFenceCounterExpiry:
 //	                        the last fencing token minted
 //	NS:{KEY}:tombstone:TOK  string, expiring: acquires with token TOK are

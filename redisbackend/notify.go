@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -50,10 +51,35 @@ type notifier struct {
 	ownChannels map[string]bool
 	grantees    map[string]chan struct{}
 
+	// waiters counts the plain watchers (waiters that take any release,
+	// not fair or change watchers) of every channel, so that an acquire
+	// learns whether its process waits for the key (waitingProcess)
+	// without taking mu while none does.
+	waiters atomic.Int64
+
+	// leaveLine takes this process out of the line for the lock of a
+	// channel, in the background (leaveLineScript): none of its waiters
+	// waits any more, and a turn would hold the others up for turnGrace.
+	// Set by the Backend; nil: the others wait out the grace.
+	leaveLine func(channel string)
+
+	// turnGrace is how long the plain waiters of this process wait, after
+	// a release woke another process for its turn, before they try anyway
+	// (otherTurnGrace; tests shorten or lengthen it).
+	turnGrace time.Duration
+
 	kick chan struct{} // buffered: the subscriber has work
 	quit chan struct{}
 	loop sync.WaitGroup // the receiver and the subscriber
 }
+
+// otherTurnGrace is how long the plain waiters of a process wait, after a
+// release woke another process for its turn ("released:ID", turnFunctions),
+// before they try anyway: the process woken takes the lock in well under a
+// millisecond on a LAN, and its own release wakes the next; if it crashed
+// or was paused, the others go on after this. Each such message moves the
+// deadline, so in a busy line they do not try at all.
+const otherTurnGrace = 10 * time.Millisecond
 
 // acquiredMessage is published by an acquisition with
 // AcquireRequest.Notify (notifyAcquired): it wakes change watchers only.
@@ -62,6 +88,10 @@ const acquiredMessage = "acquired"
 // channel is the state of one release channel.
 type channel struct {
 	watchers   map[chan struct{}]watcher // by wake-up channel
+	waiters    int                       // plain watchers among them (watcher.plain)
+	inLine     bool                      // an attempt named this process since it last left the line (waitingProcess)
+	leave      *time.Timer               // takes the process out of line leaveLineDelay after its last plain watcher stopped; nil until then
+	later      *time.Timer               // wakes the plain watchers otherTurnGrace after another process's turn; nil until then
 	subscribed bool                      // SUBSCRIBE sent (and no UNSUBSCRIBE since)
 	pending    int                       // SUBSCRIBEs sent whose confirmation has not come back
 	ready      chan struct{}             // closed once the latest SUBSCRIBE is confirmed
@@ -74,6 +104,26 @@ type watcher struct {
 	changes bool   // acquisitions wake it too (WatchChanges)
 }
 
+// plain reports whether w is a plain waiter's: one that takes the lock
+// after any release, and whose process waits in turn (turnFunctions).
+func (w watcher) plain() bool { return w.token == "" && !w.changes }
+
+// waitingProcess returns the notifier's id when one of its plain watchers
+// watches the channel name (a waiter of this process waits for the lock),
+// and "" otherwise, or on a nil notifier.
+func (n *notifier) waitingProcess(name string) string {
+	if n == nil || n.waiters.Load() == 0 {
+		return ""
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ch := n.channels[name]; ch != nil && ch.waiters > 0 {
+		ch.inLine = true
+		return n.id
+	}
+	return ""
+}
+
 func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifier {
 	return &notifier{
 		rdb:          rdb,
@@ -82,6 +132,7 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 		dirty:        map[string]struct{}{},
 		grants:       map[chan struct{}]fencelock.Grant{},
 		id:           rand.Text(),
+		turnGrace:    otherTurnGrace,
 		ownChannels:  map[string]bool{},
 		grantees:     map[string]chan struct{}{},
 		kick:         make(chan struct{}, 1),
@@ -139,6 +190,13 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	}
 	ch := n.channelLocked(name)
 	ch.watchers[wake] = wr
+	if wr.plain() {
+		ch.waiters++
+		n.waiters.Add(1)
+		if ch.leave != nil {
+			ch.leave.Stop()
+		}
+	}
 	ready := ch.ready
 	if !ch.subscribed {
 		// Only then does the subscriber have work: waking it for a
@@ -219,7 +277,25 @@ func (n *notifier) unwatch(name, token string, wake chan struct{}) {
 		delete(n.grantees, token)
 	}
 	if ch := n.channels[name]; ch != nil {
+		if wr, ok := ch.watchers[wake]; ok && wr.plain() {
+			ch.waiters--
+			n.waiters.Add(-1)
+			if ch.waiters == 0 && ch.inLine && n.leaveLine != nil {
+				// The process may be in line (an attempt named it), and
+				// nobody here waits for now: leave the line unless a
+				// waiter comes back soon (the next of the Client's line
+				// watches as soon as it is first).
+				if ch.leave == nil {
+					ch.leave = time.AfterFunc(leaveLineDelay, func() { n.leaveIfIdle(name) })
+				} else {
+					ch.leave.Reset(leaveLineDelay)
+				}
+			}
+		}
 		delete(ch.watchers, wake)
+		if ch.waiters == 0 && ch.later != nil {
+			ch.later.Stop()
+		}
 		if len(ch.watchers) == 0 {
 			n.markDirty(name)
 		}
@@ -373,10 +449,13 @@ func (n *notifier) confirm(name string) {
 
 // wake delivers a message: "next:TOKEN" and "grant:TOKEN:FENCE:SEQ" to the
 // fair waiter with that token only (a wake-up for no other waiter: the lock
-// is that waiter's), "acquired" to no waiter, and anything else
-// ("released") to every waiter. Change watchers get every message. On the
-// notifier's own channels (grantChannel) only grants come, each to the
-// fair waiter it names, whatever its key.
+// is that waiter's), "acquired" to no waiter, "released:ID" (another
+// process's turn, turnFunctions) to the plain waiters otherTurnGrace later
+// unless another message comes first and to the fair ones at once, and
+// anything else ("released", or this process's turn) to every waiter.
+// Change watchers get every message. On the notifier's own channels
+// (grantChannel) only grants come, each to the fair waiter it names,
+// whatever its key.
 func (n *notifier) wake(name, payload string) {
 	next, addressed := strings.CutPrefix(payload, "next:")
 	grant, granted := parseGrant(payload)
@@ -384,6 +463,8 @@ func (n *notifier) wake(name, payload string) {
 		next, addressed = grant.token, true
 	}
 	acquired := payload == acquiredMessage
+	turn, named := strings.CutPrefix(payload, "released:")
+	othersTurn := named && turn != n.id
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ownChannels[name] {
@@ -394,16 +475,74 @@ func (n *notifier) wake(name, payload string) {
 		}
 		return
 	}
+	ch := n.channels[name]
+	if named && !othersTurn && (ch == nil || ch.waiters == 0) && n.leaveLine != nil {
+		// Our turn, and nobody here waits any more (a change watcher
+		// keeps the channel): let the others go now rather than after
+		// their grace.
+		n.leaveLine(name)
+	}
+	if ch == nil {
+		return
+	}
+	if ch.later != nil && !acquired {
+		ch.later.Stop() // this message wakes them, or moves the deadline
+	}
+	if othersTurn && ch.waiters > 0 {
+		n.wakeLaterLocked(name, ch)
+	}
+	for w, wr := range ch.watchers {
+		switch {
+		case wr.changes:
+			notify(w)
+		case acquired, othersTurn && wr.plain():
+		case !addressed || wr.token == next:
+			if granted {
+				n.grants[w] = grant.Grant
+			}
+			notify(w)
+		}
+	}
+}
+
+// leaveLineDelay is how long a process whose waiters all stopped waiting
+// for a lock (they took it, or gave up) stays in line for it: a Client's
+// next waiter watches as soon as the one before it is done, so only a
+// process that no longer waits leaves.
+const leaveLineDelay = 100 * time.Millisecond
+
+// leaveIfIdle takes the process out of the line for the lock of channel
+// name if none of its waiters waits for it now (leaveLineDelay).
+func (n *notifier) leaveIfIdle(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch := n.channels[name]
+	if n.closed || (ch != nil && (ch.waiters > 0 || !ch.inLine)) {
+		return
+	}
+	if ch != nil {
+		ch.inLine = false
+	}
+	n.leaveLine(name)
+}
+
+// wakeLaterLocked wakes the plain watchers of channel name otherTurnGrace
+// from now, unless a message comes first. n.mu must be held.
+func (n *notifier) wakeLaterLocked(name string, ch *channel) {
+	if ch.later == nil {
+		ch.later = time.AfterFunc(n.turnGrace, func() { n.wakePlain(name) })
+		return
+	}
+	ch.later.Reset(n.turnGrace)
+}
+
+// wakePlain wakes the plain watchers of channel name (wakeLaterLocked).
+func (n *notifier) wakePlain(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if ch := n.channels[name]; ch != nil {
 		for w, wr := range ch.watchers {
-			switch {
-			case wr.changes:
-				notify(w)
-			case acquired:
-			case !addressed || wr.token == next:
-				if granted {
-					n.grants[w] = grant.Grant
-				}
+			if wr.plain() {
 				notify(w)
 			}
 		}
@@ -485,6 +624,14 @@ func (n *notifier) close() error {
 	}
 	n.closed = true
 	ps := n.ps
+	for _, ch := range n.channels {
+		if ch.later != nil {
+			ch.later.Stop()
+		}
+		if ch.leave != nil {
+			ch.leave.Stop()
+		}
+	}
 	n.mu.Unlock()
 	close(n.quit)
 	var err error

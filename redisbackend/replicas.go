@@ -121,7 +121,7 @@ func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k l
 	}
 	// Held, but a failover now could lose it: undo it. A retry of the same
 	// token later starts from scratch.
-	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry)).Int64(); err != nil {
+	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).Int64(); err != nil {
 		return nil, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
 	}
 	return nil, b.ack.notReplicated(acks)

@@ -25,23 +25,35 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 -- holds_of returns the lease end (ms) of hold, or nil when lock lacks it;
--- the other holds as a flat list {field, end, ...}; and whether the lock is
--- marked as waited for.
+-- the other holds as a flat list {field, end, ...}; whether the lock is
+-- marked as waited for; the processes waiting for it in turn (fields
+-- p:ID, see name_next), as a flat list {field, since (µs), ...}, or nil;
+-- and how many holds in a row the holder's process has handed on to its
+-- own waiters during its turn (field streak, see turnFunctions).
 local function holds_of(lock, hold)
   local fields = redis.call('HGETALL', lock)
-  local ends, others, waited = nil, {}, false
+  local ends, others, waited, turns, streak = nil, {}, false, nil, 0
   for i = 1, #fields, 2 do
     local f = fields[i]
     if f == hold then
       ends = tonumber(fields[i + 1])
     elseif f == 'waited' then
       waited = true
-    elseif string.sub(f, 1, 2) == 't:' then
-      others[#others + 1] = f
-      others[#others + 1] = tonumber(fields[i + 1])
+    elseif f == 'streak' then
+      streak = tonumber(fields[i + 1])
+    else
+      local kind = string.sub(f, 1, 2)
+      if kind == 't:' then
+        others[#others + 1] = f
+        others[#others + 1] = tonumber(fields[i + 1])
+      elseif kind == 'p:' then
+        turns = turns or {}
+        turns[#turns + 1] = f
+        turns[#turns + 1] = tonumber(fields[i + 1])
+      end
     end
   end
-  return ends, others, waited
+  return ends, others, waited, turns, streak
 end
 `
 
@@ -106,40 +118,55 @@ const holderFunctions = `
 -- current_holder returns the owner of lock (false when it is free, after
 -- deleting it if every hold lapsed), its live holds and their latest end,
 -- dropping the holds whose lease ended by now (ms); then whether the lock
--- is marked as waited for, and whether the lock key was there at all. One
--- HGETALL reads it all: a refused attempt needs no other read of the lock
--- (issue 9: a busy lock refuses an attempt on every hand-off).
-local function current_holder(lock, now)
+-- is marked as waited for, whether the lock key was there at all, whether
+-- processes wait for it in turn (p: fields, see name_next), whether turn
+-- (a p: field, or nil) is one of them, and the process a release woke for
+-- its turn (its p: field, or false) and until when (µs) the others in line
+-- leave the free lock to it. One HGETALL reads it
+-- all: a refused attempt needs no other read of the lock (issue 9: a busy
+-- lock refuses an attempt on every hand-off).
+local function current_holder(lock, now, turn)
   local fields = redis.call('HGETALL', lock)
-  local holder, live, latest, lapsed, waited = false, 0, 0, {}, false
+  local holder, live, latest, lapsed, waited, turns, mine = false, 0, 0, {}, false, false, false
+  local woken, wokenUntil = false, 0
   for i = 1, #fields, 2 do
     local f = fields[i]
     if f == 'owner' then
       holder = fields[i + 1]
     elseif f == 'waited' then
       waited = true
-    elseif string.sub(f, 1, 2) == 't:' then
-      local ends = tonumber(fields[i + 1])
-      if ends <= now then
-        lapsed[#lapsed + 1] = f
-      else
-        live = live + 1
-        if ends > latest then latest = ends end
+    elseif f == 'woken' then
+      woken = fields[i + 1]
+    elseif f == 'wokenUntil' then
+      wokenUntil = tonumber(fields[i + 1])
+    else
+      local kind = string.sub(f, 1, 2)
+      if kind == 't:' then
+        local ends = tonumber(fields[i + 1])
+        if ends <= now then
+          lapsed[#lapsed + 1] = f
+        else
+          live = live + 1
+          if ends > latest then latest = ends end
+        end
+      elseif kind == 'p:' then
+        turns = true
+        if f == turn then mine = true end
       end
     end
   end
   local found = #fields > 0
   if not holder then
-    return false, 0, 0, false, found
+    return false, 0, 0, false, found, turns, mine, woken, wokenUntil
   end
   if live == 0 then
     redis.call('DEL', lock)
-    return false, 0, 0, false, found
+    return false, 0, 0, false, found, false, false, false, 0
   end
   if #lapsed > 0 then
     redis.call('HDEL', lock, unpack(lapsed))
   end
-  return holder, live, latest, waited, found
+  return holder, live, latest, waited, found, turns, mine, woken, wokenUntil
 end
 
 -- reenter adds the hold of token (field hold) to a lock its owner already
@@ -162,13 +189,125 @@ end
 // prelude is shared by the scripts that need the time or the live holds.
 const prelude = takeFunctions + holderFunctions
 
+// turnFunctions let the processes that wait for a lock take turns (plain
+// waiters; fair ones have their line, fair.go). A waiter's refused attempt
+// puts its process in line once, in the lock's hash (field p:ID, the
+// process's notifier id, valued the server time in µs when it got in
+// line). The release that frees the lock wakes the first process in line
+// alone, with "released:ID" on the lock's channel, instead of every
+// waiting process at once: one attempt per hand-off instead of one per
+// waiting process, of which all but one are refused (issue 9: 4.6 acquire
+// scripts per hand-off with 4 processes). It is a wake-up, not a grant:
+// the lock is free, and whoever reaches it first takes it. The other
+// processes' waiters wait for a later message, or try after
+// otherTurnGrace when none comes (the process named may have crashed).
+// They need prelude.
+const turnFunctions = `
+-- others_in_line reports whether a process other than process is in line
+-- (turns, from holds_of).
+local function others_in_line(turns, process)
+  local own = 'p:' .. process
+  for i = 1, #turns, 2 do
+    if turns[i] ~= own then
+      return true
+    end
+  end
+  return false
+end
+
+-- name_next wakes the first process in line (turns, from holds_of) other
+-- than process, the releasing one, and frees the lock: it drops the
+-- holder's fields and the holds in drop, keeps the rest of the line (for
+-- turnKeep ms), and marks whom it woke and until when (graceMs from now)
+-- the others in line leave the free lock to it (the acquire script). With
+-- processWaits, the releasing process gets in line again, last. It returns
+-- nil when no other process is in line (nothing done), else whether the
+-- releasing process is in line. Its writes do not grow with the line.
+local function name_next(lock, channel, turns, process, processWaits, graceMs, drop)
+  local own = 'p:' .. process
+  local first, firstSince, others = nil, 0, 0
+  for i = 1, #turns, 2 do
+    local f, since = turns[i], turns[i + 1]
+    if f ~= own then
+      others = others + 1
+      if not first or since < firstSince or (since == firstSince and f < first) then
+        first, firstSince = f, since
+      end
+    end
+  end
+  if not first then
+    return nil
+  end
+  local inLine = process ~= '' and processWaits
+  if others == 1 and not inLine then
+    redis.call('DEL', lock) -- the line is empty now
+  else
+    drop[#drop + 1] = first
+    if not inLine then drop[#drop + 1] = own end
+    redis.call('HDEL', lock, 'owner', 'fence', 'waited', 'id', 'streak', unpack(drop))
+    local now = now_us()
+    local wokenUntil = string.format('%d', now + graceMs * 1000)
+    if inLine then
+      redis.call('HSET', lock, own, string.format('%d', now), 'woken', first, 'wokenUntil', wokenUntil)
+    else
+      redis.call('HSET', lock, 'woken', first, 'wokenUntil', wokenUntil)
+    end
+    redis.call('PEXPIRE', lock, ` + turnKeepMs + `)
+  end
+  redis.call('PUBLISH', channel, 'released:' .. string.sub(first, 3))
+  return inLine
+end
+`
+
+// leaveLineScript takes a process out of the lock's line when none of its
+// waiters waits for the lock any more (they took it or gave up). If a
+// release woke it for its turn meanwhile, it lifts the others' grace and,
+// while the lock is free, wakes every waiter, so that the others need not
+// wait out the grace.
+//
+//	KEYS: lock    ARGV: channel, process
+var leaveLineScript = newScript(`
+local lock, own = KEYS[1], 'p:' .. ARGV[2]
+redis.call('HDEL', lock, own)
+if redis.call('HGET', lock, 'woken') == own then
+  redis.call('HDEL', lock, 'woken', 'wokenUntil')
+  if redis.call('HEXISTS', lock, 'owner') == 0 then
+    redis.call('PUBLISH', ARGV[1], 'released')
+  end
+end
+return 0
+`)
+
+// turnHoldsMax is how many holds in a row a process whose turn it is may
+// hand on to its own waiters (fencelock.HandOffBackend) before it wakes
+// the next process in line: each such hand-off costs one script run and
+// no message, where waking another process costs a message and that
+// process's attempt, so a turn of a few holds keeps a busy lock busier
+// (issue 9), and the others wait for at most this many holds of each
+// process before theirs.
+const turnHoldsMax = "4"
+
+// turnKeepMs is how long (ms) a free lock keeps its line of waiting
+// processes (turnFunctions): the process woken takes the lock in far less,
+// and the lock's lease then keeps the line. A line left when every process
+// in it has gone lasts no longer.
+const turnKeepMs = "5000"
+
 // acquireScript takes a free lock, re-enters a lock held by the same owner,
 // or reports the holder's remaining lease and marks the lock as waited for
 // (so that its release wakes waiters). A token with a tombstone (its client
 // gave the acquire up) is refused.
 //
-//	KEYS: lock, fence counter, tombstone    ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor[, identity]
+//	KEYS: lock, fence counter, tombstone
+//	ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor[, process, identity]
 //	returns {1, fence, holds} when held, {0, 0, 0, holder's remaining lease (ms), or -1} when not.
+//
+// The process is the id of the caller's notifier when it waits for the
+// lock (a waiter of that process watches its releases), "" otherwise: a
+// refused attempt then lines the process up for its turn (field p:ID, see
+// name_next), unless it is in line already. An attempt that takes the
+// lock while processes wait in turn marks it as waited for, so that its
+// release wakes the next.
 //
 // Uncontended (no lock key, no tombstone, found by one EXISTS of both), it
 // runs TIME, EXISTS, GETSET, HSET and PEXPIRE: Redis spends about as much
@@ -193,11 +332,13 @@ local nowUs = now_us()
 -- The uncontended case in one read: no lock key, no tombstone.
 local present = redis.call('EXISTS', lock, tombstone)
 if present == 0 then
-  return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[6])
+  return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[7])
 end
 ` + holderFunctions + `
+local turn = nil
+if ARGV[6] and ARGV[6] ~= '' then turn = 'p:' .. ARGV[6] end
 local now = math.floor(nowUs / 1000)
-local holder, live, latest, waited, found = current_holder(lock, now)
+local holder, live, latest, waited, found, turns, inLine, woken, wokenUntil = current_holder(lock, now, turn)
 
 -- EXISTS counted the lock key and the tombstone: what the lock key (found
 -- by HGETALL) does not account for is the tombstone.
@@ -208,7 +349,14 @@ if present > (found and 1 or 0) then
 end
 
 if not holder then
-  return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[6])
+  -- A process waiting in line does not take the lock from the one a
+  -- release just woke for its turn, for turnGrace at most (that one may
+  -- have crashed); a caller not in line may.
+  local graceLeft = wokenUntil - nowUs
+  if inLine and woken and woken ~= turn and graceLeft > 0 then
+    return {0, 0, 0, math.ceil(graceLeft / 1000)}
+  end
+  return take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[7], turns)
 end
 
 if holder == owner then
@@ -216,8 +364,15 @@ if holder == owner then
 end
 
 -- Someone waits: the release that frees the lock must publish. The mark is
--- written once per hold, not by every refused attempt.
-if not waited then
+-- written once per hold, not by every refused attempt; a waiting process
+-- gets in line once.
+if turn and not inLine then
+  if waited then
+    redis.call('HSET', lock, turn, string.format('%d', nowUs))
+  else
+    redis.call('HSET', lock, 'waited', '1', turn, string.format('%d', nowUs))
+  end
+elseif not waited then
   redis.call('HSET', lock, 'waited', '1')
 end
 return {0, 0, 0, latest - now}
@@ -246,38 +401,49 @@ return {0, 0, 0, latest - now}
 // release and an acquire cost two, and the waiter no round trip.
 //
 //	KEYS: lock, tombstone, queue, queue ends, fence counter[, next's tombstone]
-//	ARGV: token, channel, tombstone (ms, 0: none), counter expiry (ms, 0: none)
+//	ARGV: token, channel, tombstone (ms, 0: none), counter expiry (ms, 0: none),
+//	      process ("": none), whether it has waiters ("1" or "0"), turn grace (ms)
 //	      [, next's token, ttl (ms), fence floor[, identity]]
 //	returns the live holds left, or -1 when the lock did not have this hold;
-//	with a next request, {that, the fence handed to next or 0}.
+//	with a next request, {that, the fence handed to next or 0}; and
+//	{that, 0, 1} (with or without a next request) when the release woke
+//	another process whose turn it was (name_next) while the releasing
+//	process's own waiters wait their turn.
+//
+// The process is the id of the releasing Client's notifier: a release that
+// frees a lock that other processes wait for in turn wakes the first of
+// them alone, and lines the releasing process up behind the others when
+// it has waiters of its own (name_next).
 var releaseScript = newScript(holdsOf + `
 local lock, token = KEYS[1], ARGV[1]
 local hold = 't:' .. token
-local ends, others, waited = holds_of(lock, hold)
+local ends, others, waited, turns, streak = holds_of(lock, hold)
 -- The common cases, before any other helper is defined: a lone hold that
 -- nobody waited for, and no tombstone to set. (While the key exists, a
 -- lone hold's lease runs: see below.) The lock is freed and, with a next
 -- request, taken for it unless that request was given up (its tombstone).
-if ends and #others == 0 and not waited and ARGV[3] == '0' then
+if ends and #others == 0 and not waited and not turns and ARGV[3] == '0' then
   redis.call('DEL', lock)
-  if not ARGV[5] then
+  if not ARGV[8] then
     return 0
   end
   if redis.call('EXISTS', KEYS[6]) == 1 then
     return {0, 0}
   end
 ` + takeFunctions + `
-  local taken = take(lock, KEYS[5], ARGV[5], 't:' .. ARGV[5], now_us(), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[4]), ARGV[8])
+  local taken = take(lock, KEYS[5], ARGV[8], 't:' .. ARGV[8], now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[4]), ARGV[11])
   return {0, taken[2]}
 end
-` + prelude + queueFunctions + grantFunctions + `
+` + prelude + queueFunctions + grantFunctions + turnFunctions + `
 local tombstone, queue, queueEnds, counter = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local channel, tombstoneMs, counterTTL = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local nextToken = ARGV[5]
+local process, processWaits, graceMs = ARGV[5], ARGV[6] == '1', tonumber(ARGV[7])
+local nextToken = ARGV[8]
 if tombstoneMs > 0 then
   redis.call('SET', tombstone, '1', 'PX', tombstoneMs)
 end
-local function reply(left, handed)
+local function reply(left, handed, yielded)
+  if yielded then return {left, handed, 1} end
   if nextToken then return {left, handed} end
   return left
 end
@@ -315,11 +481,26 @@ if now and ends <= now then
   left = -1
 end
 if live == 0 then
+  -- Processes waiting in turn go after the line of fair waiters, if any.
+  if turns and others_in_line(turns, process) and redis.call('EXISTS', queue) == 0 then
+    if nextToken and left == 0 and streak < ` + turnHoldsMax + ` and redis.call('EXISTS', KEYS[6]) == 0 then
+      -- The releasing process's turn goes on: its next waiter gets the
+      -- lock (take writes the holder's fields anew), and the line stays.
+      redis.call('HDEL', lock, 'id', unpack(drop))
+      local taken = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), counterTTL, ARGV[11], true)
+      redis.call('HSET', lock, 'streak', string.format('%d', streak + 1))
+      return reply(0, taken[2])
+    end
+    local yielded = name_next(lock, channel, turns, process, processWaits, graceMs, drop)
+    if yielded ~= nil then
+      return reply(left, 0, yielded)
+    end
+  end
   redis.call('DEL', lock)
-  if waited then
+  if waited or turns then
     grant_next(lock, counter, queue, queueEnds, channel, counterTTL, true)
   elseif nextToken and left == 0 and redis.call('EXISTS', KEYS[6]) == 0 then
-    local taken = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[6]), tonumber(ARGV[7]), counterTTL, ARGV[8])
+    local taken = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), counterTTL, ARGV[11])
     return reply(0, taken[2])
   end
 else

@@ -1,0 +1,27 @@
+package redisbackend
+
+import "time"
+
+// SetTurnGrace sets how long a process a release woke for its turn has the
+// free lock to itself, and how long the others' waiters wait before trying
+// anyway (otherTurnGrace), so that a test depends on the order of events
+// and not on the speed of a busy machine.
+func SetTurnGrace(b *Backend, d time.Duration) {
+	b.turnGrace = d
+	if b.notifier != nil {
+		b.notifier.turnGrace = d
+	}
+}
+
+// ProcessID returns the id under which b's process gets in line for a lock
+// (its notifier's).
+func ProcessID(b *Backend) string { return b.notifier.id }
+
+// TurnHoldsMax is turnHoldsMax as a number.
+const TurnHoldsMax = 4
+
+func init() {
+	if turnHoldsMax != "4" {
+		panic("redisbackend: TurnHoldsMax does not match turnHoldsMax")
+	}
+}

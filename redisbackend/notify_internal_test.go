@@ -40,3 +40,78 @@ func TestWatchOnSubscribedChannelLeavesSubscriberAsleep(t *testing.T) {
 		t.Errorf("a watch on a channel not subscribed queued %v, want it subscribed", n.dirty)
 	}
 }
+
+// "released:ID" names the process whose turn it is (turnFunctions): that
+// process's plain waiters are woken at once, another's only after its
+// turnGrace (unless another message comes first), and fair and change
+// watchers at once, as by any release.
+func TestTurnMessagesWakeTheProcessNamed(t *testing.T) {
+	n := newNotifier(nil, time.Second)
+	n.ps = &redis.PubSub{} // as after the first watch; no goroutines here
+	n.turnGrace = time.Hour
+	ch := n.channelLocked("k")
+	ch.subscribed, ch.confirmed = true, true
+	close(ch.ready)
+	ctx := context.Background()
+	plain, err := n.register(ctx, "", "k", watcher{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	fair, err := n.register(ctx, "", "k", watcher{token: "tok"}) // waits out the ready timeout for its grant channel
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fair.Stop()
+	changes, err := n.register(ctx, "", "k", watcher{changes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer changes.Stop()
+	drainAll := func() {
+		for _, c := range []<-chan struct{}{plain.C, fair.C, changes.C} {
+			select {
+			case <-c:
+			default:
+			}
+		}
+	}
+	got := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+
+	n.wake("k", "released:someone-else")
+	if got(plain.C) {
+		t.Error("another process's turn woke this process's plain waiter at once")
+	}
+	if !got(fair.C) || !got(changes.C) {
+		t.Error("another process's turn did not wake the fair and change watchers")
+	}
+	n.wake("k", "released:"+n.id)
+	if !got(plain.C) {
+		t.Error("this process's turn did not wake its plain waiter")
+	}
+	drainAll()
+	n.wake("k", "released")
+	if !got(plain.C) {
+		t.Error("a plain release message did not wake the plain waiter")
+	}
+	drainAll()
+
+	// Once the grace has passed with no other message, the plain waiter
+	// tries anyway (the process woken may have crashed).
+	n.mu.Lock()
+	n.turnGrace = time.Millisecond
+	n.mu.Unlock()
+	n.wake("k", "released:someone-else")
+	select {
+	case <-plain.C:
+	case <-time.After(time.Minute):
+		t.Fatal("the plain waiter was not woken after another process's turn and the grace")
+	}
+}

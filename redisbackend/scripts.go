@@ -244,13 +244,15 @@ local function name_next(lock, channel, turns, process, processWaits, graceMs, d
   else
     drop[#drop + 1] = first
     if not inLine then drop[#drop + 1] = own end
-    redis.call('HDEL', lock, 'owner', 'fence', 'waited', 'id', 'streak', unpack(drop))
+    redis.call('HDEL', lock, 'owner', 'fence', 'id', 'streak', unpack(drop))
+    -- The waited mark stays: a client of an older version that takes the
+    -- lock knows nothing of the line, and publishes on release only with it.
     local now = now_us()
     local wokenUntil = string.format('%d', now + graceMs * 1000)
     if inLine then
-      redis.call('HSET', lock, own, string.format('%d', now), 'woken', first, 'wokenUntil', wokenUntil)
+      redis.call('HSET', lock, 'waited', '1', own, string.format('%d', now), 'woken', first, 'wokenUntil', wokenUntil)
     else
-      redis.call('HSET', lock, 'woken', first, 'wokenUntil', wokenUntil)
+      redis.call('HSET', lock, 'waited', '1', 'woken', first, 'wokenUntil', wokenUntil)
     end
     redis.call('PEXPIRE', lock, ` + turnKeepMs + `)
   end

@@ -263,6 +263,8 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 		return b
 	}
 	a, other := newBackendOf(), newBackendOf()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
 	// Both processes wait for the key (a plain watch each), so their
 	// attempts and releases name them.
 	for _, b := range []*redisbackend.Backend{a, other} {
@@ -297,6 +299,14 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 			t.Fatalf("release %d, after %d hand-offs: %+v, hand-off %+v; want the other process woken, and yielded", i, redisbackend.TurnHoldsMax, rel, got)
 		}
 		break
+	}
+	// The free lock keeps the line (a in it, last), whom it woke, and the
+	// waited mark, so that a client of an older version that takes it
+	// still publishes when it releases it.
+	fields := rdb.HGetAll(ctx, "t:{k}:lock").Val()
+	if fields["p:"+redisbackend.ProcessID(a)] == "" || fields["woken"] != "p:"+redisbackend.ProcessID(other) ||
+		fields["waited"] != "1" || fields["owner"] != "" {
+		t.Fatalf("the free lock's hash after the release that yielded: %v; want a in line, the other process woken, waited, no owner", fields)
 	}
 	if res, err := other.Acquire(ctx, acquireReq("k", "o", "o", ttl)); err != nil || !res.Acquired {
 		t.Fatalf("the other process's Acquire on its turn: %+v, %v", res, err)

@@ -248,13 +248,27 @@ func TestFairAcrossProcesses(t *testing.T) {
 	srv := servertest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	const procs, workers = 4, 4
-	cfg := fairChildConfig{Mode: "work", Key: "shared", Workers: workers, Duration: 3 * time.Second,
+	cfg := fairChildConfig{Mode: "work", Key: "shared", Workers: 4, Duration: 3 * time.Second,
 		Hold: time.Millisecond, Think: time.Millisecond, Start: time.Now().Add(3 * time.Second)}
+	counts := workAcrossProcesses(t, srv.Addr(), 4, cfg)
+	lo, hi := slices.Min(counts), slices.Max(counts)
+	if lo == 0 || float64(lo)/float64(hi) < 0.8 {
+		t.Fatalf("acquisitions per worker %v: min/max %d/%d, want the line to share turns evenly", counts, lo, hi)
+	}
+	if n := lineLength(rdb, "shared"); n != 0 {
+		t.Fatalf("%d places left in line", n)
+	}
+}
+
+// workAcrossProcesses runs cfg (Mode "work") in procs child processes at
+// once, and returns the acquisitions of every worker of every process. It
+// fails the test if a process failed or found a broken invariant.
+func workAcrossProcesses(t *testing.T, addr string, procs int, cfg fairChildConfig) []int {
+	t.Helper()
 	children := make([]*exec.Cmd, procs)
 	outs := make([]*bufio.Scanner, procs)
 	for i := range children {
-		children[i], outs[i] = startFairChildOutput(t, srv.Addr(), cfg)
+		children[i], outs[i] = startFairChildOutput(t, addr, cfg)
 	}
 	var counts []int
 	total := 0
@@ -280,12 +294,7 @@ func TestFairAcrossProcesses(t *testing.T) {
 	}
 	lo, hi := slices.Min(counts), slices.Max(counts)
 	t.Logf("%d hand-offs in %v; acquisitions per worker %v (min/max %.2f)", total, cfg.Duration, counts, float64(lo)/float64(hi))
-	if lo == 0 || float64(lo)/float64(hi) < 0.8 {
-		t.Fatalf("acquisitions per worker %v: min/max %d/%d, want the line to share turns evenly", counts, lo, hi)
-	}
-	if n := lineLength(rdb, "shared"); n != 0 {
-		t.Fatalf("%d places left in line", n)
-	}
+	return counts
 }
 
 // fairChildConfig tells a child process (TestFairChild) what to do.

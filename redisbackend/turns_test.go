@@ -1,10 +1,7 @@
 package redisbackend_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -78,7 +75,11 @@ func TestProcessesTakeTurns(t *testing.T) {
 	acquireAsync(ctx, t, c, "k", "c", got, locks)
 	pollUntil(t, 30*time.Second, "process c in line", func() bool { return inLine(rdb, "k", redisbackend.ProcessID(bc)) })
 	acquireAsync(ctx, t, a, "k", "a's second waiter", got, locks)
-	time.Sleep(50 * time.Millisecond) // it waits behind a's hold: not in line (nothing to attempt)
+	// It waits behind a's hold (nothing to attempt, so not in line), and
+	// watches the key: a's process subscribes too.
+	pollUntil(t, 30*time.Second, "a's second waiter watching", func() bool {
+		return rdb.PubSubNumSub(ctx, "fair:{k}:released").Val()["fair:{k}:released"] == 3
+	})
 
 	if err := lk.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -329,38 +330,10 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 // and the fences rise with every hand-off.
 func TestPlainAcrossProcessesTakeTurns(t *testing.T) {
 	srv := servertest.Redis(t)
-	const procs, workers = 4, 4
-	cfg := fairChildConfig{Mode: "work", Plain: true, Key: "shared", Workers: workers, Duration: 3 * time.Second,
+	cfg := fairChildConfig{Mode: "work", Plain: true, Key: "shared", Workers: 4, Duration: 3 * time.Second,
 		Hold: time.Millisecond, Think: time.Millisecond, Start: time.Now().Add(3 * time.Second)}
-	children := make([]*exec.Cmd, procs)
-	outs := make([]*bufio.Scanner, procs)
-	for i := range children {
-		children[i], outs[i] = startFairChildOutput(t, srv.Addr(), cfg)
-	}
-	var counts []int
-	total := 0
-	for i, c := range children {
-		var res fairChildResult
-		for outs[i].Scan() {
-			if line, ok := strings.CutPrefix(outs[i].Text(), "RESULT "); ok {
-				if err := json.Unmarshal([]byte(line), &res); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if err := c.Wait(); err != nil {
-			t.Fatalf("worker process %d: %v", i, err)
-		}
-		if res.Err != "" {
-			t.Fatalf("worker process %d: %s", i, res.Err)
-		}
-		counts = append(counts, res.Counts...)
-		for _, n := range res.Counts {
-			total += n
-		}
-	}
+	counts := workAcrossProcesses(t, srv.Addr(), 4, cfg)
 	lo, hi := slices.Min(counts), slices.Max(counts)
-	t.Logf("%d hand-offs in %v; acquisitions per worker %v (min/max %.2f)", total, cfg.Duration, counts, float64(lo)/float64(hi))
 	if lo == 0 || float64(lo)/float64(hi) < 0.8 {
 		t.Fatalf("acquisitions per worker %v: min/max %d/%d, want the processes to share turns evenly", counts, lo, hi)
 	}

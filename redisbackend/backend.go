@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -107,14 +106,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 // channel, in the background as publishHint does: none of this process's
 // waiters waits for the lock any more.
 func (b *Backend) leaveLine(channel string) {
-	base, ok := strings.CutSuffix(channel, ":released")
+	lock, ok := lockKeyOfChannel(channel)
 	if !ok {
 		return
 	}
 	b.calls.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), hintTimeout)
 		defer cancel()
-		_ = b.scripts.run(ctx, b.rdb, leaveLineScript, []string{base + ":lock"}, channel, b.notifier.id).Err()
+		_ = b.scripts.run(ctx, b.rdb, leaveLineScript, []string{lock}, channel, b.notifier.id).Err()
 	})
 }
 

@@ -17,11 +17,6 @@ func SetTurnGrace(b *Backend, d time.Duration) {
 // (its notifier's).
 func ProcessID(b *Backend) string { return b.notifier.id }
 
-// TurnHoldsMax is turnHoldsMax as a number.
-const TurnHoldsMax = 4
-
-func init() {
-	if turnHoldsMax != "4" {
-		panic("redisbackend: TurnHoldsMax does not match turnHoldsMax")
-	}
-}
+// TurnHoldsMax is how many holds in a row a process may hand on to its own
+// waiters during its turn (turnHoldsMax).
+const TurnHoldsMax = turnHoldsMax

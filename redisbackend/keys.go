@@ -101,6 +101,13 @@ func lockKeyOf(namespace, key string) string {
 	return namespace + ":{" + key + "}:lock"
 }
 
+// lockKeyOfChannel returns the lock key whose release channel is channel
+// (keysFor's channel), and false for a channel of another kind.
+func lockKeyOfChannel(channel string) (string, bool) {
+	base, ok := strings.CutSuffix(channel, ":released")
+	return base + ":lock", ok
+}
+
 // keysFor returns the names of the lock key in namespace. They are slices
 // of one string, made with one allocation: every acquire and release makes
 // them.

@@ -89,7 +89,7 @@ const acquiredMessage = "acquired"
 type channel struct {
 	watchers   map[chan struct{}]watcher // by wake-up channel
 	waiters    int                       // plain watchers among them (watcher.plain)
-	inLine     bool                      // an attempt named this process since it last left the line (waitingProcess)
+	inLine     bool                      // a script was sent this process's id since it last left the line (waitingProcess)
 	leave      *time.Timer               // takes the process out of line leaveLineDelay after its last plain watcher stopped; nil until then
 	later      *time.Timer               // wakes the plain watchers otherTurnGrace after another process's turn; nil until then
 	subscribed bool                      // SUBSCRIBE sent (and no UNSUBSCRIBE since)
@@ -110,7 +110,9 @@ func (w watcher) plain() bool { return w.token == "" && !w.changes }
 
 // waitingProcess returns the notifier's id when one of its plain watchers
 // watches the channel name (a waiter of this process waits for the lock),
-// and "" otherwise, or on a nil notifier.
+// and "" otherwise, or on a nil notifier. The caller sends the id with a
+// script that may put the process in line, so the channel is marked as
+// possibly in line (leaveIfIdle takes it out once nobody here waits).
 func (n *notifier) waitingProcess(name string) string {
 	if n == nil || n.waiters.Load() == 0 {
 		return ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -202,7 +203,7 @@ const prelude = takeFunctions + holderFunctions
 // processes' waiters wait for a later message, or try after
 // otherTurnGrace when none comes (the process named may have crashed).
 // They need prelude.
-const turnFunctions = `
+var turnFunctions = `
 -- others_in_line reports whether a process other than process is in line
 -- (turns, from holds_of).
 local function others_in_line(turns, process)
@@ -254,7 +255,7 @@ local function name_next(lock, channel, turns, process, processWaits, graceMs, d
     else
       redis.call('HSET', lock, 'waited', '1', 'woken', first, 'wokenUntil', wokenUntil)
     end
-    redis.call('PEXPIRE', lock, ` + turnKeepMs + `)
+    redis.call('PEXPIRE', lock, ` + strconv.Itoa(turnKeepMs) + `)
   end
   redis.call('PUBLISH', channel, 'released:' .. string.sub(first, 3))
   return inLine
@@ -292,13 +293,13 @@ return 0
 // 31–39 ms with 4, 649–682 and 48–49 ms with 8, 656–692 and 82–89 ms with
 // 16. 4 is about one hold per waiter of a process there, and keeps the
 // p99 within issue 9's 40 ms.
-const turnHoldsMax = "4"
+const turnHoldsMax = 4
 
 // turnKeepMs is how long (ms) a free lock keeps its line of waiting
 // processes (turnFunctions): the process woken takes the lock in far less,
 // and the lock's lease then keeps the line. A line left when every process
 // in it has gone lasts no longer.
-const turnKeepMs = "5000"
+const turnKeepMs = 5000
 
 // acquireScript takes a free lock, re-enters a lock held by the same owner,
 // or reports the holder's remaining lease and marks the lock as waited for
@@ -490,7 +491,7 @@ end
 if live == 0 then
   -- Processes waiting in turn go after the line of fair waiters, if any.
   if turns and others_in_line(turns, process) and redis.call('EXISTS', queue) == 0 then
-    if nextToken and left == 0 and streak < ` + turnHoldsMax + ` and redis.call('EXISTS', KEYS[6]) == 0 then
+    if nextToken and left == 0 and streak < ` + strconv.Itoa(turnHoldsMax) + ` and redis.call('EXISTS', KEYS[6]) == 0 then
       -- The releasing process's turn goes on: its next waiter gets the
       -- lock (take writes the holder's fields anew), and the line stays.
       redis.call('HDEL', lock, 'id', unpack(drop))

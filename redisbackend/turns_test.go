@@ -31,7 +31,20 @@ func turnProcess(t *testing.T, addr string, grace time.Duration) (*fencelock.Cli
 	return c, b
 }
 
-// inLine reports whether the process of b (or, with id, that process) is
+// turnServer starts a redis-server for a test of turns, and returns its
+// address, a client of it for the test's own reads, and a context that
+// ends after limit.
+func turnServer(t *testing.T, limit time.Duration) (string, *redis.Client, context.Context) {
+	t.Helper()
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	return srv.Addr(), rdb, ctx
+}
+
+// inLine reports whether the process with notifier id id is
 // in line for key.
 func inLine(rdb *redis.Client, key, id string) bool {
 	return rdb.HExists(context.Background(), "fair:{"+key+"}:lock", "p:"+id).Val()
@@ -55,14 +68,10 @@ func acquireAsync(ctx context.Context, t *testing.T, c *fencelock.Client, key, n
 // lasts a few holds). The grace is long, so that the order does not depend
 // on how fast the machine is.
 func TestProcessesTakeTurns(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	a, _ := turnProcess(t, srv.Addr(), time.Minute)
-	b, bb := turnProcess(t, srv.Addr(), time.Minute)
-	c, bc := turnProcess(t, srv.Addr(), time.Minute)
+	addr, rdb, ctx := turnServer(t, 2*time.Minute)
+	a, _ := turnProcess(t, addr, time.Minute)
+	b, bb := turnProcess(t, addr, time.Minute)
+	c, bc := turnProcess(t, addr, time.Minute)
 
 	lk, err := a.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -111,13 +120,9 @@ func TestProcessesTakeTurns(t *testing.T) {
 // A refused TryAcquire does not put its process in line: it does not wait.
 // A waiting Acquire does, once.
 func TestTryAcquireDoesNotGetInLine(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	a, _ := turnProcess(t, srv.Addr(), time.Minute)
-	b, bb := turnProcess(t, srv.Addr(), time.Minute)
+	addr, rdb, ctx := turnServer(t, time.Minute)
+	a, _ := turnProcess(t, addr, time.Minute)
+	b, bb := turnProcess(t, addr, time.Minute)
 
 	lk, err := a.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -145,15 +150,11 @@ func TestTryAcquireDoesNotGetInLine(t *testing.T) {
 // A process whose turn comes when none of its waiters waits any more (they
 // gave up) lets the others go at once, without waiting out its grace.
 func TestTurnDeclinedWhenWaiterGaveUp(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	addr, rdb, ctx := turnServer(t, 2*time.Minute)
 	const grace = time.Minute
-	a, _ := turnProcess(t, srv.Addr(), grace)
-	b, bb := turnProcess(t, srv.Addr(), grace)
-	c, bc := turnProcess(t, srv.Addr(), grace)
+	a, _ := turnProcess(t, addr, grace)
+	b, bb := turnProcess(t, addr, grace)
+	c, bc := turnProcess(t, addr, grace)
 
 	lk, err := a.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -196,14 +197,10 @@ func TestTurnDeclinedWhenWaiterGaveUp(t *testing.T) {
 // others up for its grace, and no longer: the next process in line takes
 // the lock then. Before the grace has passed, the lock stays free for it.
 func TestTurnOfKilledProcessLapses(t *testing.T) {
-	srv := servertest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	addr, rdb, ctx := turnServer(t, 2*time.Minute)
 	const grace = 500 * time.Millisecond
-	a, _ := turnProcess(t, srv.Addr(), grace)
-	c, bc := turnProcess(t, srv.Addr(), grace)
+	a, _ := turnProcess(t, addr, grace)
+	c, bc := turnProcess(t, addr, grace)
 
 	lk, err := a.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -218,7 +215,7 @@ func TestTurnOfKilledProcessLapses(t *testing.T) {
 		}
 		return ids
 	}
-	child := startFairChild(t, srv.Addr(), fairChildConfig{Mode: "wait", Plain: true, Key: "k"})
+	child := startFairChild(t, addr, fairChildConfig{Mode: "wait", Plain: true, Key: "k"})
 	pollUntil(t, 60*time.Second, "the child in line", func() bool { return len(turnsOf()) == 1 })
 	got := make(chan string, 1)
 	locks := make(chan *fencelock.Lock, 1)

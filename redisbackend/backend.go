@@ -136,7 +136,14 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	k := keysFor(req.Namespace, req.Key)
 	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
-		args := []any{req.Owner, req.Token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
+		// The owner is the token unless WithOwner says otherwise: one
+		// boxing (an allocation) serves both.
+		token := any(req.Token)
+		owner := token
+		if req.Owner != req.Token {
+			owner = req.Owner
+		}
+		args := []any{owner, token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
 		// A process with a waiter for the key gets in line for its turn
 		// if refused (turnFunctions).
 		process := b.notifier.waitingProcess(k.channel)
@@ -189,15 +196,24 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 // releasingProcess returns the release script's process arguments
 // (turnFunctions): the notifier's id, and whether the process has waiters
 // for the lock ("1") or not ("0").
-func (b *Backend) releasingProcess(k lockKeys) (process, waits string) {
+// Both come boxed once (argNoProcess, argWaits, notifier.idArg): boxing a
+// string for go-redis costs an allocation on every release otherwise.
+func (b *Backend) releasingProcess(k lockKeys) (process, waits any) {
 	if b.notifier == nil {
-		return "", "0"
+		return argNoProcess, argNoWaits
 	}
 	if b.notifier.waitingProcess(k.channel) != "" {
-		return b.notifier.id, "1"
+		return b.notifier.idArg, argWaits
 	}
-	return b.notifier.id, "0"
+	return b.notifier.idArg, argNoWaits
 }
+
+// The release script's process arguments, boxed once.
+var (
+	argNoProcess any = ""
+	argWaits     any = "1"
+	argNoWaits   any = "0"
+)
 
 // releaseResult decodes the reply of the release script: the live holds
 // left (or -1), alone or as the first element of {left, fence handed, 1
@@ -382,9 +398,16 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 func (b *Backend) renewMany(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
 	keys := make([]string, len(reqs))
 	args := make([]any, 0, 2*len(reqs))
+	// The locks of a batch mostly share their ttl: box it once per value
+	// (an allocation per lock otherwise).
+	var ttl time.Duration
+	var ttlArg any
 	for i, r := range reqs {
 		keys[i] = lockKeyOf(r.Namespace, r.Key)
-		args = append(args, r.Token, ms(r.TTL))
+		if ttlArg == nil || r.TTL != ttl {
+			ttl, ttlArg = r.TTL, ms(r.TTL)
+		}
+		args = append(args, r.Token, ttlArg)
 	}
 	vals, err := b.scripts.run(ctx, b.rdb, renewManyScript, keys, args...).Slice()
 	if err != nil {

@@ -48,6 +48,7 @@ type notifier struct {
 	// notifier closes (ownChannels). grantees are the fair waiters, by
 	// token.
 	id          string
+	idArg       any // id boxed once, as a script argument
 	ownChannels map[string]bool
 	grantees    map[string]chan struct{}
 
@@ -127,13 +128,15 @@ func (n *notifier) waitingProcess(name string) string {
 }
 
 func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifier {
+	id := rand.Text()
 	return &notifier{
 		rdb:          rdb,
 		readyTimeout: readyTimeout,
 		channels:     map[string]*channel{},
 		dirty:        map[string]struct{}{},
 		grants:       map[chan struct{}]fencelock.Grant{},
-		id:           rand.Text(),
+		id:           id,
+		idArg:        id,
 		turnGrace:    otherTurnGrace,
 		ownChannels:  map[string]bool{},
 		grantees:     map[string]chan struct{}{},

@@ -643,6 +643,9 @@ return left
 type script struct {
 	src, sha string
 	id       int // index into scriptCache
+	// The source and hash as command arguments, boxed once: boxing a
+	// string costs an allocation on every call otherwise.
+	srcArg, shaArg any
 }
 
 var scriptCount int
@@ -653,16 +656,17 @@ func newScript(src string) script {
 		panic("redisbackend: more scripts than maxScripts")
 	}
 	sum := sha1.Sum([]byte(src))
-	return script{src: src, sha: hex.EncodeToString(sum[:]), id: scriptCount - 1}
+	sha := hex.EncodeToString(sum[:])
+	return script{src: src, sha: sha, id: scriptCount - 1, srcArg: src, shaArg: sha}
 }
 
 // cmd makes the command that runs s with EVALSHA (sha) or EVAL.
 func (s script) cmd(ctx context.Context, sha bool, keys []string, args []any) *redis.Cmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	if sha {
-		cmdArgs = append(cmdArgs, "evalsha", s.sha)
+		cmdArgs = append(cmdArgs, "evalsha", s.shaArg)
 	} else {
-		cmdArgs = append(cmdArgs, "eval", s.src)
+		cmdArgs = append(cmdArgs, "eval", s.srcArg)
 	}
 	cmdArgs = append(cmdArgs, len(keys))
 	for _, k := range keys {
@@ -822,6 +826,8 @@ func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, s
 	return cmds
 }
 
+// isNoScript reports whether err is Redis's NOSCRIPT reply. (It checks
+// for nil first: HasErrorPrefix allocates even for nil, on every call.)
 func isNoScript(err error) bool {
-	return redis.HasErrorPrefix(err, "NOSCRIPT")
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }

@@ -641,10 +641,10 @@ return left
 // server's script cache has lost it (restart, failover, SCRIPT FLUSH). A
 // NOSCRIPT reply means the script did not run, so the fallback is safe.
 type script struct {
-	src, sha string
-	id       int // index into scriptCache
-	// The source and hash as command arguments, boxed once: boxing a
-	// string costs an allocation on every call otherwise.
+	src string
+	id  int // index into scriptCache
+	// The source and its SHA1 (hex) as command arguments, boxed once:
+	// boxing a string costs an allocation on every call otherwise.
 	srcArg, shaArg any
 }
 
@@ -656,8 +656,7 @@ func newScript(src string) script {
 		panic("redisbackend: more scripts than maxScripts")
 	}
 	sum := sha1.Sum([]byte(src))
-	sha := hex.EncodeToString(sum[:])
-	return script{src: src, sha: sha, id: scriptCount - 1, srcArg: src, shaArg: sha}
+	return script{src: src, id: scriptCount - 1, srcArg: src, shaArg: hex.EncodeToString(sum[:])}
 }
 
 // cmd makes the command that runs s with EVALSHA (sha) or EVAL.

@@ -145,6 +145,15 @@ var libraries = []library{
 		yardstickFor: []string{"serial", "parallel64"},
 	},
 	{
+		name: backendAloneName,
+		settings: "not a library: fencelock's Redis backend called directly, without the Client (backendalone.go): " +
+			"fencelock's acquire and release scripts through the same go-redis client, polling every 1 ms while held; " +
+			"no waiter, no lease keeper, no hooks. Between fenced-floor and fencelock: what fencelock's scripts add " +
+			"to the floor's, and what its Client adds to its scripts. Uncontended workloads only; never the best peer",
+		connect:      newBackendAlone,
+		yardstickFor: []string{"serial", "parallel64"},
+	},
+	{
 		name: fairFloorName,
 		settings: "not a library: the least a fenced lock that lines its waiters up on the server and wakes the next " +
 			"by pub/sub can do per hand-off on go-redis (fairfloor.go). Acquire: one script, SET NX PX and INCR, " +

@@ -46,7 +46,10 @@
 // nothing else). It is never the best peer; the text under the table says
 // how the best peer and fencelock compare with it, so that what fencing
 // costs by itself is told apart from what fencelock's other guarantees
-// and its Client cost. Another runs in contended and contended-procs:
+// and its Client cost. A second, fencelock-backend (backendalone.go),
+// calls fencelock's Redis backend directly: its scripts without the
+// Client, which tells those two apart. Another runs in contended and
+// contended-procs:
 // fair-floor (fairfloor.go), the least a fenced lock that lines its
 // waiters up on the server and wakes the next one by pub/sub can do per
 // hand-off (what fencelock-fair does, without place leases, tombstones or

@@ -150,6 +150,7 @@ func markdown(r *report) string {
 	fmt.Fprintf(&b, "Every acquire+release has its own request context (context.WithTimeout %s). ", r.Request)
 	fmt.Fprintf(&b, "Ratio: fencelock's figure ÷ the best peer's; above 1 favours fencelock where higher is better, below 1 where lower is better. ")
 	b.WriteString(floorSentence(r))
+	b.WriteString(backendAloneSentence(r))
 	b.WriteString(fairFloorSentence(r))
 	fmt.Fprintf(&b, "Held locks: one process takes them all (64 goroutines), then is observed for %s; the probe takes and releases another key every %s.\n",
 		r.HeldWindow, r.ProbeEvery)
@@ -306,6 +307,16 @@ func loads(ls []float64) string {
 func floorSentence(r *report) string {
 	return yardstickSentence(r, fencedFloorName,
 		"the least a lock with fencing tokens can do", "cycles/s",
+		[]workloadLabel{{"serial", "1 goroutine"}, {"parallel64", "64 goroutines"}},
+		[]string{fencelockName, backendAloneName})
+}
+
+// backendAloneSentence says how fencelock and the best peer compare with
+// the fencelock-backend yardstick in the uncontended workloads, or nothing
+// when it was not measured.
+func backendAloneSentence(r *report) string {
+	return yardstickSentence(r, backendAloneName,
+		"fencelock's Redis backend without the Client", "cycles/s",
 		[]workloadLabel{{"serial", "1 goroutine"}, {"parallel64", "64 goroutines"}},
 		[]string{fencelockName})
 }

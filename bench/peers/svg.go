@@ -32,6 +32,7 @@ var palette = map[string]string{
 	"redislock":       "#ff8c1a",
 	"rueidislock":     "#2ca02c",
 	fencedFloorName:   "#aaaaaa",
+	backendAloneName:  "#9db7dd",
 	fairFloorName:     "#555555",
 }
 

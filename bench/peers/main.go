@@ -24,8 +24,9 @@
 //     acquire latency, client CPU per cycle (getrusage of the worker process
 //     around the workload ÷ cycles), server CPU and Redis commands per cycle
 //     (INFO cpu and commandstats deltas ÷ cycles). PING round trips from one
-//     goroutine are measured in the same rounds: a cycle needs at least two
-//     round trips, so PING/s ÷ 2 is the bound.
+//     goroutine are measured in the same rounds, taking their turn among
+//     the libraries of this workload: a cycle needs at least two round
+//     trips, so PING/s ÷ 2 is the bound.
 //   - parallel64: 64 goroutines, each on its own key.
 //   - contended: 16 goroutines of one process on one key, each holding it
 //     for 1 ms and pausing 1 ms before asking again: hand-offs/s (lock
@@ -80,6 +81,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -331,21 +333,48 @@ func measure(o options) (*report, error) {
 		}
 	}
 
-	for r := range o.rounds {
-		load := waitForLoad(o, progress)
-		rep.Loads = append(rep.Loads, load)
-		progress("round %d/%d (load %.2f): PING", r+1, o.rounds, load)
+	// ping measures PING round trips once, for the bound of the serial
+	// workload.
+	ping := func() error {
 		pj := job{Kind: kindPing, Library: "PING", Addr: o.addr, Warmup: o.warmup, Duration: o.duration}
 		out, err := runJob(admin, pj, 1)
 		if err != nil {
-			return nil, fmt.Errorf("PING: %w", err)
+			return fmt.Errorf("PING: %w", err)
 		}
 		rep.PingRounds = append(rep.PingRounds, summarize(out))
+		return nil
+	}
+	pingInSerial := slices.ContainsFunc(wls, func(w workloadDef) bool { return w.name == "serial" })
+	for r := range o.rounds {
+		load := waitForLoad(o, progress)
+		rep.Loads = append(rep.Loads, load)
+		progress("round %d/%d (load %.2f)", r+1, o.rounds, load)
+		if !pingInSerial {
+			progress("round %d/%d: PING", r+1, o.rounds)
+			if err := ping(); err != nil {
+				return nil, err
+			}
+		}
 
 		for _, w := range wls {
 			n := len(rep.Results)
-			for k := range n {
-				res := rep.Results[(k+r)%n]
+			turns := n
+			if w.name == "serial" {
+				// PING takes its turn among the libraries (the last index),
+				// so that the bound is measured in the same stretch of
+				// the machine's speed as the cycles it bounds (it moves
+				// by ±30% within minutes on a shared VM).
+				turns = n + 1
+			}
+			for k := range turns {
+				if i := (k + r) % turns; i == n {
+					progress("round %d/%d: %s PING", r+1, o.rounds, w.name)
+					if err := ping(); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				res := rep.Results[(k+r)%turns]
 				lib, _ := libraryByName(res.Library)
 				if !lib.runs(w) {
 					continue

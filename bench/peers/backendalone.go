@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"time"
 
@@ -40,12 +38,10 @@ func newBackendAlone(addr string, ttl, _ time.Duration) (locker, error) {
 // cycle takes the lock (polling while it is held), calls inside and
 // releases it.
 func (l *backendAloneLocker) cycle(ctx context.Context, key string, inside func()) error {
-	// A random token, as the Client makes one per acquisition.
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	token, err := randomToken()
+	if err != nil {
 		return err
 	}
-	token := base64.RawURLEncoding.EncodeToString(raw[:])
 	ref := fencelock.LockRef{Key: key, Token: token}
 	for {
 		res, err := l.backend.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref, Owner: token, TTL: l.ttl})

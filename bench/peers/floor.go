@@ -53,12 +53,10 @@ func newFencedFloor(addr string, ttl, _ time.Duration) (locker, error) {
 // cycle takes the lock (polling while it is held), calls inside and
 // releases it.
 func (l *fencedFloorLocker) cycle(ctx context.Context, key string, inside func()) error {
-	// A random token, as every peer makes one per acquisition.
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	token, err := randomToken()
+	if err != nil {
 		return err
 	}
-	token := base64.RawURLEncoding.EncodeToString(raw[:])
 	keys := []string{"{" + key + "}:lock", "{" + key + "}:fence"}
 	for {
 		fence, err := floorAcquire.Run(ctx, l.rdb, keys, token, l.ttl.Milliseconds()).Int64()
@@ -83,6 +81,16 @@ func (l *fencedFloorLocker) cycle(ctx context.Context, key string, inside func()
 		return errNotHeld
 	}
 	return nil
+}
+
+// randomToken returns a random token for one acquisition (128 bits,
+// base64url), as every peer and fencelock's Client make one.
+func randomToken() (string, error) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(raw[:]), nil
 }
 
 // hold is not measured: the yardstick has no renewal of its own.

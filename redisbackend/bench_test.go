@@ -63,6 +63,15 @@ func commandsProcessed(b *testing.B, rdb *redis.Client) int64 {
 	return 0
 }
 
+// The fenced floor's scripts (BenchmarkAcquireRelease/fenced-floor,
+// BenchmarkLayers): the least a lock that mints a fencing token in the same
+// step as the acquire can run, on the lock and counter keys floorKeys.
+var (
+	floorAcquireScript = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0`)
+	floorReleaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	floorKeys          = []string{"{floor}:lock", "{floor}:fence"}
+)
+
 // benchCycle takes the uncontended lock key once and releases it.
 func benchCycle(ctx context.Context, c *fencelock.Client, key string) error {
 	lk, err := c.TryAcquire(ctx, key, benchTTL)
@@ -182,9 +191,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		srv := servertest.Redis(b)
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 256, ContextTimeoutEnabled: true})
 		b.Cleanup(func() { rdb.Close() })
-		acquire := redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0`)
-		release := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-		keys := []string{"{floor}:lock", "{floor}:fence"}
+		acquire, release, keys := floorAcquireScript, floorReleaseScript, floorKeys
 		cpu := cpuTime()
 		n := 0
 		for b.Loop() {

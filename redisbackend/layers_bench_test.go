@@ -48,9 +48,6 @@ func BenchmarkLayers(b *testing.B) {
 		client.Close()
 		rdb.Close()
 	})
-	floorAcquire := redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0`)
-	floorRelease := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-	floorKeys := []string{"{floor}:lock", "{floor}:fence"}
 
 	// step runs one step of a layer under a fresh request context and
 	// returns how long it took.
@@ -81,10 +78,10 @@ func BenchmarkLayers(b *testing.B) {
 		{name: "floor", cycle: func() (time.Duration, time.Duration) {
 			token := newToken()
 			acquire := step(func(ctx context.Context) error {
-				return floorAcquire.Run(ctx, rdb, floorKeys, token, benchTTL.Milliseconds()).Err()
+				return floorAcquireScript.Run(ctx, rdb, floorKeys, token, benchTTL.Milliseconds()).Err()
 			})
 			release := step(func(ctx context.Context) error {
-				return floorRelease.Run(ctx, rdb, floorKeys[:1], token).Err()
+				return floorReleaseScript.Run(ctx, rdb, floorKeys[:1], token).Err()
 			})
 			return acquire, release
 		}},

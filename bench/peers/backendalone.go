@@ -21,9 +21,6 @@ import (
 // Client costs over its scripts.
 const backendAloneName = "fencelock-backend"
 
-// backendAlonePoll is how often a waiting cycle tries again.
-const backendAlonePoll = time.Millisecond
-
 type backendAloneLocker struct {
 	rdb     *redis.Client
 	backend *redisbackend.Backend
@@ -43,19 +40,12 @@ func (l *backendAloneLocker) cycle(ctx context.Context, key string, inside func(
 		return err
 	}
 	ref := fencelock.LockRef{Key: key, Token: token}
-	for {
+	err = pollUntil(ctx, func() (bool, error) {
 		res, err := l.backend.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref, Owner: token, TTL: l.ttl})
-		if err != nil {
-			return err
-		}
-		if res.Acquired {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backendAlonePoll):
-		}
+		return res.Acquired, err
+	})
+	if err != nil {
+		return err
 	}
 	inside()
 	res, err := l.backend.Release(ctx, fencelock.ReleaseRequest{LockRef: ref})

@@ -25,8 +25,9 @@ import (
 // and fencelock's distance to it what its other guarantees cost.
 const fencedFloorName = "fenced-floor"
 
-// fencedFloorPoll is how often a waiting cycle tries again.
-const fencedFloorPoll = time.Millisecond
+// yardstickPoll is how often a waiting cycle of the uncontended yardsticks
+// (fenced-floor, fencelock-backend) tries again.
+const yardstickPoll = time.Millisecond
 
 var (
 	floorAcquire = redis.NewScript(`
@@ -58,19 +59,12 @@ func (l *fencedFloorLocker) cycle(ctx context.Context, key string, inside func()
 		return err
 	}
 	keys := []string{"{" + key + "}:lock", "{" + key + "}:fence"}
-	for {
+	err = pollUntil(ctx, func() (bool, error) {
 		fence, err := floorAcquire.Run(ctx, l.rdb, keys, token, l.ttl.Milliseconds()).Int64()
-		if err != nil {
-			return err
-		}
-		if fence > 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(fencedFloorPoll):
-		}
+		return fence > 0, err
+	})
+	if err != nil {
+		return err
 	}
 	inside()
 	n, err := floorRelease.Run(ctx, l.rdb, keys[:1], token).Int64()
@@ -81,6 +75,22 @@ func (l *fencedFloorLocker) cycle(ctx context.Context, key string, inside func()
 		return errNotHeld
 	}
 	return nil
+}
+
+// pollUntil calls try every yardstickPoll until it reports done, fails, or
+// ctx ends.
+func pollUntil(ctx context.Context, try func() (done bool, err error)) error {
+	for {
+		done, err := try()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(yardstickPoll):
+		}
+	}
 }
 
 // randomToken returns a random token for one acquisition (128 bits,

@@ -212,7 +212,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // server cannot be reached it returns an error matching ErrUnavailable; the
 // lock then stays held until its current deadline unless a renewal succeeds,
 // or, when the request may have reached the server, until the deadline the
-// new ttl would give, if that is earlier.
+// new ttl would give, if that is earlier. That earlier deadline applies from
+// the moment the request is sent: while it is in flight, Deadline, Err and
+// Done already count with the shorter lease it may set.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
@@ -253,13 +255,22 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l.beginRenewalLocked()
 	l.ttl = ttl
+	before := l.deadline
+	// From the moment the request is sent the server may apply it, and a
+	// shorter ttl ends the lease sooner: until a reply says otherwise, the
+	// lock is held no longer than the new lease allows, so that a reply
+	// that is late cannot leave the holder believing past the lease's end.
+	sent := now()
+	l.deadline = earliest(before, l.client.leaseEnd(sent, ttl))
 	deadline := l.deadline
 	l.mu.Unlock()
+	if deadline.Before(before) {
+		l.client.leases.reschedule(l)
+	}
 
-	// A reply after the current deadline comes too late: the lock will
-	// have been declared lost by then.
+	// A reply after the deadline comes too late: the lock will have been
+	// declared lost by then.
 	rctx, cancel := context.WithDeadline(ctx, deadline)
-	sent := now()
 	var results []RenewResult
 	err := rctx.Err()
 	if err != nil {
@@ -274,6 +285,14 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	res := RenewResult{Err: err}
 	if err == nil {
 		res = results[0]
+	}
+	if errors.Is(err, ErrNotSent) {
+		// Not applied: the lease it had still holds.
+		l.mu.Lock()
+		if l.err == nil && !l.releasing {
+			l.deadline = latestOf(l.deadline, before)
+		}
+		l.mu.Unlock()
 	}
 	l.finishRenewal(sent, ttl, res)
 	l.client.leases.reschedule(l)

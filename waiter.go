@@ -290,8 +290,10 @@ func (w *waiter) granted() *Lock {
 // Client holds the lock: an attempt would be refused, and would mark the
 // lock as waited for, so that its release would wake waiters instead of
 // handing the lock to this one. The lock's end wakes the head of the line.
+// A re-entrant waiter (WithOwner) is never held back: the hold may be its
+// owner's, which it re-enters at once (and no hand-off serves it anyway).
 func (w *waiter) heldHere() bool {
-	return w.place != nil && w.c.queues.holding(w.req.Key)
+	return w.place != nil && !w.place.reentrant() && w.c.queues.holding(w.req.Key)
 }
 
 // over reports whether the last attempt ends the call.

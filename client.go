@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -113,7 +114,7 @@ func (c *Client) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		c.closeErr = errors.Join(errs...)
+		c.closeErr = joinErrors(errs...)
 	})
 	return c.closeErr
 }
@@ -218,7 +219,7 @@ func (c *Client) unavailable(ctx context.Context, op, key string, attempts int, 
 func (c *Client) nextToken() (string, error) {
 	token, err := c.cfg.newToken()
 	if err != nil {
-		return "", errors.Join(errors.New("fencelock: token generator failed"), err)
+		return "", fmt.Errorf("fencelock: token generator failed: %w", err)
 	}
 	if token == "" {
 		return "", invalid("token", token, "the token generator returned an empty token")

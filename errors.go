@@ -3,6 +3,7 @@ package fencelock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -205,6 +206,62 @@ var errNilLock = invalid("lock", nil, "is a nil *Lock (was the error of the acqu
 
 // errNilClient is the error of every method called on a nil *Client.
 var errNilClient = invalid("client", nil, "is a nil *Client")
+
+// joinedError is several errors as one: it matches each of them (errors.Is,
+// errors.As), and its message says them on one line.
+type joinedError struct {
+	msg  string
+	errs []error
+}
+
+func (e *joinedError) Error() string   { return e.msg }
+func (e *joinedError) Unwrap() []error { return e.errs }
+
+// oneLine returns msg with its line breaks replaced by "; ", so that an
+// error fencelock returns is one line also when it carries a caller's error
+// made by errors.Join.
+func oneLine(msg string) string { return strings.ReplaceAll(msg, "\n", "; ") }
+
+// joinErrors is errors.Join on one line: the messages are separated by
+// "; ". It returns nil when every error is nil, and a lone error as it is.
+func joinErrors(errs ...error) error {
+	var kept []error
+	var msgs []string
+	for _, err := range errs {
+		if err != nil {
+			kept = append(kept, err)
+			msgs = append(msgs, oneLine(err.Error()))
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return &joinedError{msg: strings.Join(msgs, "; "), errs: kept}
+}
+
+// runError is the error of a call that ran fn under a hold (Do, DoAll,
+// RunJob): fn's error, and the hold's (its loss, or the failure of its
+// release), as one error that matches both, on one line. prefix names the
+// call and its key, as lockError does. The hold's error is said once: not
+// again when fn's error already says it (fn returned its context's cause,
+// or wrapped it).
+func runError(prefix string, fnErr, holdErr error) error {
+	switch {
+	case holdErr == nil:
+		return fnErr
+	case fnErr == nil:
+		return fmt.Errorf("%s: %w", prefix, holdErr)
+	}
+	fnMsg, holdMsg := oneLine(fnErr.Error()), oneLine(holdErr.Error())
+	msg := prefix + ": " + fnMsg
+	if !errors.Is(fnErr, holdErr) && !strings.Contains(fnMsg, holdMsg) {
+		msg += "; " + holdMsg
+	}
+	return &joinedError{msg: msg, errs: []error{fnErr, holdErr}}
+}
 
 // lockError wraps err with the operation and key, keeping it matchable.
 func lockError(op, key string, err error) error {

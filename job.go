@@ -122,7 +122,7 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 		cancel(context.Canceled)
 		if lost := lk.Err(); lost != nil {
 			// The lease ended first; its hold is already being released.
-			err = join(err, lockError("run job", job.Name, lost))
+			err = runError(fmt.Sprintf("fencelock: run job %q", job.Name), err, lost)
 			return
 		}
 		c.finishRun(ctx, job, lk, started)

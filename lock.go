@@ -191,7 +191,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	defer l.client.ops.begin()()
 	if err := l.Err(); err != nil {
-		return 0, lockError("ttl", l.ref.Key, errors.Join(ErrNotHeld, err))
+		return 0, lockError("ttl", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, err))
 	}
 	start := time.Now()
 	ttl, err := l.holdOps().ttl(ctx, l.ref)
@@ -242,14 +242,14 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ended == nil && l.expiredLocked(time.Now()) {
 		l.mu.Unlock()
 		l.expire()
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, l.Err()))
+		return lockError("refresh", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, l.Err()))
 	}
 	if ended != nil || l.releasing {
 		l.mu.Unlock()
 		if ended == nil {
 			ended = ErrReleased
 		}
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ended))
+		return lockError("refresh", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, ended))
 	}
 	l.beginRenewalLocked()
 	l.ttl = ttl
@@ -281,7 +281,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	case res.Err != nil:
 		return l.client.unavailable(ctx, "refresh", l.ref.Key, 1, sent, res.Err)
 	case !res.Held:
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ErrLost))
+		return lockError("refresh", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, ErrLost))
 	default:
 		return nil
 	}

@@ -232,8 +232,8 @@ func (m *MultiLock) whenEnded(f func(error)) (stop func()) {
 }
 
 // Release releases every lock, in reverse key order, and returns the
-// errors of those that could not be released (errors.Join), each matching
-// what Lock.Release returns.
+// errors of those that could not be released, as one error on one line
+// that matches each of them (what Lock.Release returns).
 func (m *MultiLock) Release(ctx context.Context) error {
 	if m == nil {
 		return errNilMultiLock
@@ -245,7 +245,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		}
 	}
 	m.end(ErrReleased) // if no lock's end came first
-	return errors.Join(errs...)
+	return joinErrors(errs...)
 }
 
 // DoAll runs fn while holding every lock named keys: AcquireAll, renewal of
@@ -267,9 +267,7 @@ func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn
 	if err != nil {
 		return err
 	}
-	return runHolding(c, ctx, m, fn, func(lost error) error {
-		return fmt.Errorf("fencelock: do all %q: %w", m.keys(), lost)
-	})
+	return runHolding(c, ctx, m, fn, fmt.Sprintf("fencelock: do all %q", m.keys()))
 }
 
 // lostErr returns the error of the first of m's locks (in key order) that

@@ -65,7 +65,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		l.releasing = true
 		l.mu.Unlock()
 		l.expire()
-		return lockError("release", l.ref.Key, errors.Join(ErrNotHeld, l.Err()))
+		return lockError("release", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, l.Err()))
 	}
 	l.releasing = true
 	heldUntil := l.deadline

@@ -12,7 +12,7 @@ import (
 // when someone else holds the lock, one matching ErrUnavailable when the
 // backend could not be reached or did not answer before the lease it asked
 // for could have ended, and one matching ErrInvalidArgument for an empty
-// key, a ttl outside [1ms, MaxTTL] or an invalid option.
+// key, a ttl outside [MinTTL, MaxTTL] or an invalid option.
 //
 // If the reply is lost (timeout, connection error), TryAcquire returns the
 // error and removes, in the background, the hold its request may have made;

@@ -38,7 +38,7 @@ type Job struct {
 	// that is killed) holds the job for at most this long. The run is not
 	// renewed: its context is cancelled, with cause ErrLost, when its lease
 	// is about to end (LockAtMost less the safety margin). It must be at
-	// least LockAtLeast, and should be above the longest run.
+	// least LockAtLeast and MinTTL, and should be above the longest run.
 	LockAtMost time.Duration
 }
 
@@ -142,7 +142,7 @@ func (c *Client) finishRun(ctx context.Context, job Job, lk *Lock, started time.
 		}
 		return
 	}
-	if err := lk.Refresh(ctx, keep); err != nil {
+	if err := lk.Refresh(ctx, max(keep, MinTTL)); err != nil { // a lease is MinTTL at least
 		// The hold stays until LockAtMost: later ticks wait longer, but
 		// nothing runs twice.
 		c.log.Warn("fencelock: job: could not shorten the run's hold to LockAtLeast; it lapses with its lease",
@@ -160,8 +160,8 @@ func (job Job) validate(scheduled time.Time, fn func(context.Context, *Lock) err
 		return invalid("Job.Name", job.Name, "must not be empty")
 	case job.Period < 0:
 		return invalid("Job.Period", job.Period, "must not be negative")
-	case job.LockAtMost < time.Millisecond || job.LockAtMost > MaxTTL:
-		return invalid("Job.LockAtMost", job.LockAtMost, "must be between 1ms and "+MaxTTL.String())
+	case job.LockAtMost < MinTTL || job.LockAtMost > MaxTTL:
+		return checkLease("Job.LockAtMost", job.LockAtMost)
 	case job.LockAtLeast < 0 || job.LockAtLeast > job.LockAtMost:
 		return invalid("Job.LockAtLeast", job.LockAtLeast, fmt.Sprintf("must be between 0 and LockAtMost (%v)", job.LockAtMost))
 	case scheduled.IsZero():

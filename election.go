@@ -27,8 +27,9 @@ type Leadership struct {
 // Leadership, renewed every ttl/3 (unless opts say otherwise) until Resign
 // or loss. It waits like Acquire, woken at once when the leader resigns,
 // and keeps waiting through outages until ctx ends (unless opts set
-// WithWait or WithMaxFailures); an error matches ErrNotAcquired (with
-// ctx.Err()) when ctx ended first, or ErrClosed.
+// WithWait or WithMaxFailures). When ctx ends first, the error matches
+// ctx.Err(), and ErrNotAcquired while another candidate leads (as for
+// Acquire); after Close it matches ErrClosed.
 //
 // id names the candidate to the others (Leader.ID): a host name and process
 // id, say. It must be unique among the candidates: a second candidate with

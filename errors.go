@@ -13,7 +13,9 @@ var (
 	// ErrNotAcquired means the lock is held by someone else: TryAcquire found
 	// it taken, or Acquire gave up waiting while it was (its error then also
 	// matches the reason it gave up, such as context.DeadlineExceeded or
-	// ErrClosed). It is never the error of an outage: see ErrUnavailable.
+	// ErrClosed). It is never the error of an outage (see ErrUnavailable),
+	// nor of a caller whose context ended before any attempt found the lock
+	// held: that error matches the context's error alone.
 	ErrNotAcquired = errors.New("fencelock: lock not acquired")
 
 	// ErrUnavailable means the backend could not be reached or did not answer
@@ -98,7 +100,8 @@ func invalid(name string, value any, reason string) error {
 
 // NotAcquiredError is returned when a lock could not be had because someone
 // else held it. It matches ErrNotAcquired and, through Unwrap, the reason
-// Acquire stopped waiting (ctx.Err(), ErrClosed) when there is one.
+// Acquire stopped waiting (ctx.Err() and context.Cause, ErrClosed) when
+// there is one.
 type NotAcquiredError struct {
 	Key       string        // the lock key, without namespace
 	Attempts  int           // acquire attempts made
@@ -108,7 +111,7 @@ type NotAcquiredError struct {
 	// when waiting ended: the waiter waited for its release without asking
 	// the store (see HandOffBackend).
 	HeldHere bool
-	Cause    error // why waiting ended: ctx.Err(), ErrClosed, or nil when WithWait elapsed or for TryAcquire
+	Cause    error // why waiting ended: ctx.Err() (matching context.Cause too), ErrClosed, or nil when WithWait elapsed or for TryAcquire
 	LastErr  error // a backend error seen while waiting, before the lock was last found held
 }
 
@@ -158,7 +161,7 @@ type UnavailableError struct {
 	Key      string        // the lock key, without namespace
 	Attempts int           // requests made
 	Waited   time.Duration // time spent
-	Cause    error         // why the call stopped: ctx.Err(), ErrClosed, or nil (a single attempt, WithWait elapsed, or WithMaxFailures reached)
+	Cause    error         // why the call stopped: ctx.Err() (matching context.Cause too), ErrClosed, or nil (a single attempt, WithWait elapsed, or WithMaxFailures reached)
 	Err      error         // the last backend error, such as a connection error or a timeout
 }
 

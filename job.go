@@ -71,9 +71,11 @@ const JobLockPrefix = "job:"
 // RunJob returns fn's error, joined with an error matching ErrLost when the
 // lease ended while fn ran. When fn did not run, err is nil if another
 // instance has the tick, matches ErrNotAcquired when an earlier tick's run
-// held the job until this tick's period was over (or ctx ended), and
-// ErrUnavailable when the backend could not be reached. Invalid fields of
-// job give an error matching ErrInvalidArgument.
+// held the job until this tick's period was over, ErrUnavailable when the
+// backend could not be reached, and ctx's error when ctx ended the attempt
+// (as for Acquire: with ErrNotAcquired only if an earlier run was seen
+// holding the job). Invalid fields of job give an error matching
+// ErrInvalidArgument.
 func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn func(ctx context.Context, run *Lock) error) (ran bool, err error) {
 	if c == nil {
 		return false, errNilClient

@@ -23,6 +23,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	if c == nil {
 		return nil, errNilClient
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
@@ -59,6 +62,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if c == nil {
 		return nil, errNilClient
+	}
+	if ctx == nil {
+		return nil, errNilContext
 	}
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)

@@ -28,6 +28,9 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if c == nil {
 		return errNilClient
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
 	}

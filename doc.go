@@ -87,7 +87,10 @@
 // error, with ErrNotAcquired only when the lock was seen held and
 // ErrUnavailable only when the attempts failed: a context that had already
 // ended gets its own error alone, and no request is sent. Every error is
-// one line.
+// one line. A nil context is bad input too: every call that returns an
+// error refuses it (ErrInvalidArgument, naming ctx) before it sends
+// anything; WithOwner, OwnerFromContext and the Context methods, which
+// return no error, panic with a message that names the nil context.
 //
 // During an outage, every call is bounded: TryAcquire by its context and the
 // lease it asks for; Acquire and Do by their context and WithWait, or, with

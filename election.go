@@ -39,6 +39,9 @@ func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Dur
 	if c == nil {
 		return nil, errNilClient
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if election == "" {
 		return nil, invalid("election", election, "must not be empty")
 	}
@@ -87,8 +90,10 @@ func (l *Leadership) Done() <-chan struct{} { return l.lk.Done() }
 func (l *Leadership) Err() error { return l.lk.Err() }
 
 // Context returns a copy of ctx that is cancelled when the leadership ends,
-// with its Err as the cause. Call cancel when done.
+// with its Err as the cause. Call cancel when done. It panics when ctx is
+// nil, as context.WithCancel does.
 func (l *Leadership) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	mustContext("Leadership.Context", ctx)
 	return l.lk.Context(ctx)
 }
 
@@ -121,6 +126,9 @@ type Leader struct {
 func (c *Client) Leader(ctx context.Context, election string) (Leader, error) {
 	if c == nil {
 		return Leader{}, errNilClient
+	}
+	if ctx == nil {
+		return Leader{}, errNilContext
 	}
 	if election == "" {
 		return Leader{}, invalid("election", election, "must not be empty")
@@ -177,6 +185,10 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 	return func(yield func(Leader, error) bool) {
 		if c == nil {
 			yield(Leader{}, errNilClient)
+			return
+		}
+		if ctx == nil {
+			yield(Leader{}, errNilContext)
 			return
 		}
 		if election == "" {

@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -209,6 +210,18 @@ var errNilLock = invalid("lock", nil, "is a nil *Lock (was the error of the acqu
 
 // errNilClient is the error of every method called on a nil *Client.
 var errNilClient = invalid("client", nil, "is a nil *Client")
+
+// errNilContext is the error of every call given a nil context.Context,
+// returned before the call does anything.
+var errNilContext = invalid("ctx", nil, "must not be nil (pass context.Background() when there is no other)")
+
+// mustContext panics, naming the function fn, when ctx is nil: for the
+// functions that have no error to report it with (WithOwner, Context).
+func mustContext(fn string, ctx context.Context) {
+	if ctx == nil {
+		panic("fencelock: " + fn + " called with a nil context.Context")
+	}
+}
 
 // joinedError is several errors as one: it matches each of them (errors.Is,
 // errors.As), and its message says them on one line.

@@ -80,6 +80,9 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 	if c == nil {
 		return false, errNilClient
 	}
+	if ctx == nil {
+		return false, errNilContext
+	}
 	if err := job.validate(scheduled, fn); err != nil {
 		return false, err
 	}

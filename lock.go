@@ -189,6 +189,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock
 	}
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	defer l.client.ops.begin()()
 	if err := l.Err(); err != nil {
 		return 0, lockError("ttl", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, err))
@@ -216,6 +219,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	defer l.client.ops.begin()()
 	if err := checkTTL(ttl); err != nil {
@@ -289,8 +295,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Context returns a copy of ctx that is cancelled when the lock ends: with
 // cause ErrLost (context.Cause) the moment ownership is lost, or with the
-// lock's ErrReleased error when it is released. Call cancel when done.
+// lock's ErrReleased error when it is released. Call cancel when done. It
+// panics when ctx is nil, as context.WithCancel does.
 func (l *Lock) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	mustContext("Lock.Context", ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
 	if l == nil {
 		cancel(errNilLock)

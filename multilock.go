@@ -52,6 +52,9 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, ttl time.Duratio
 	if c == nil {
 		return nil, errNilClient
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	sorted, err := sortedKeys(keys)
 	if err != nil {
 		return nil, err
@@ -202,8 +205,10 @@ func (m *MultiLock) Err() error {
 
 // Context returns a copy of ctx that is cancelled, with the first ended
 // lock's error as its cause (context.Cause), when any of the locks ends.
-// Call cancel when done.
+// Call cancel when done. It panics when ctx is nil, as context.WithCancel
+// does.
 func (m *MultiLock) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	mustContext("MultiLock.Context", ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
 	if m == nil {
 		cancel(errNilMultiLock)
@@ -238,6 +243,9 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	if m == nil {
 		return errNilMultiLock
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	var errs []error
 	for _, lk := range slices.Backward(m.locks) {
 		if err := lk.Release(ctx); err != nil {
@@ -255,6 +263,9 @@ func (m *MultiLock) Release(ctx context.Context) error {
 func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context, m *MultiLock) error, opts ...AcquireOption) (err error) {
 	if c == nil {
 		return errNilClient
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")

@@ -43,6 +43,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return errNilLock
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	return l.release(ctx, nil)
 }
 

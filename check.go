@@ -32,6 +32,9 @@ func (c *Client) Check(ctx context.Context) error {
 	if c == nil {
 		return errNilClient
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	if c.cfg.marginErr != nil {
 		return c.cfg.marginErr
 	}

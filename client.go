@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -113,7 +114,7 @@ func (c *Client) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		c.closeErr = errors.Join(errs...)
+		c.closeErr = joinErrors(errs...)
 	})
 	return c.closeErr
 }
@@ -207,18 +208,29 @@ func (c *Client) unavailable(ctx context.Context, op, key string, attempts int, 
 	e := &UnavailableError{Op: op, Key: key, Attempts: attempts, Waited: time.Since(start), Err: err}
 	switch {
 	case ctx.Err() != nil:
-		e.Cause = context.Cause(ctx)
+		e.Cause = ctxErr(ctx)
 	case c.closed():
 		e.Cause = ErrClosed
 	}
 	return e
 }
 
+// ctxErr is the error of a context that has ended: ctx.Err(), and its
+// cause (context.Cause) when that is another error, so that the error
+// matches both.
+func ctxErr(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
+}
+
 // nextToken returns a new owner token from the configured generator.
 func (c *Client) nextToken() (string, error) {
 	token, err := c.cfg.newToken()
 	if err != nil {
-		return "", errors.Join(errors.New("fencelock: token generator failed"), err)
+		return "", fmt.Errorf("fencelock: token generator failed: %w", err)
 	}
 	if token == "" {
 		return "", invalid("token", token, "the token generator returned an empty token")

@@ -38,7 +38,7 @@ type Job struct {
 	// that is killed) holds the job for at most this long. The run is not
 	// renewed: its context is cancelled, with cause ErrLost, when its lease
 	// is about to end (LockAtMost less the safety margin). It must be at
-	// least LockAtLeast, and should be above the longest run.
+	// least LockAtLeast and MinTTL, and should be above the longest run.
 	LockAtMost time.Duration
 }
 
@@ -71,12 +71,17 @@ const JobLockPrefix = "job:"
 // RunJob returns fn's error, joined with an error matching ErrLost when the
 // lease ended while fn ran. When fn did not run, err is nil if another
 // instance has the tick, matches ErrNotAcquired when an earlier tick's run
-// held the job until this tick's period was over (or ctx ended), and
-// ErrUnavailable when the backend could not be reached. Invalid fields of
-// job give an error matching ErrInvalidArgument.
+// held the job until this tick's period was over, ErrUnavailable when the
+// backend could not be reached, and ctx's error when ctx ended the attempt
+// (as for Acquire: with ErrNotAcquired only if an earlier run was seen
+// holding the job). Invalid fields of job give an error matching
+// ErrInvalidArgument.
 func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn func(ctx context.Context, run *Lock) error) (ran bool, err error) {
 	if c == nil {
 		return false, errNilClient
+	}
+	if ctx == nil {
+		return false, errNilContext
 	}
 	if err := job.validate(scheduled, fn); err != nil {
 		return false, err
@@ -122,7 +127,7 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 		cancel(context.Canceled)
 		if lost := lk.Err(); lost != nil {
 			// The lease ended first; its hold is already being released.
-			err = join(err, lockError("run job", job.Name, lost))
+			err = runError(fmt.Sprintf("fencelock: run job %q", job.Name), err, lost)
 			return
 		}
 		c.finishRun(ctx, job, lk, started)
@@ -142,7 +147,7 @@ func (c *Client) finishRun(ctx context.Context, job Job, lk *Lock, started time.
 		}
 		return
 	}
-	if err := lk.Refresh(ctx, keep); err != nil {
+	if err := lk.Refresh(ctx, max(keep, MinTTL)); err != nil { // a lease is MinTTL at least
 		// The hold stays until LockAtMost: later ticks wait longer, but
 		// nothing runs twice.
 		c.log.Warn("fencelock: job: could not shorten the run's hold to LockAtLeast; it lapses with its lease",
@@ -160,8 +165,8 @@ func (job Job) validate(scheduled time.Time, fn func(context.Context, *Lock) err
 		return invalid("Job.Name", job.Name, "must not be empty")
 	case job.Period < 0:
 		return invalid("Job.Period", job.Period, "must not be negative")
-	case job.LockAtMost < time.Millisecond || job.LockAtMost > MaxTTL:
-		return invalid("Job.LockAtMost", job.LockAtMost, "must be between 1ms and "+MaxTTL.String())
+	case job.LockAtMost < MinTTL || job.LockAtMost > MaxTTL:
+		return checkLease("Job.LockAtMost", job.LockAtMost)
 	case job.LockAtLeast < 0 || job.LockAtLeast > job.LockAtMost:
 		return invalid("Job.LockAtLeast", job.LockAtLeast, fmt.Sprintf("must be between 0 and LockAtMost (%v)", job.LockAtMost))
 	case scheduled.IsZero():

@@ -62,6 +62,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if c == nil {
 		return LockInfo{}, errNilClient
 	}
+	if ctx == nil {
+		return LockInfo{}, errNilContext
+	}
 	defer c.ops.begin()()
 	inspector, err := c.inspector("inspect", key)
 	if err != nil {
@@ -128,6 +131,9 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 	if c == nil {
 		return 0, errNilClient
 	}
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	defer c.ops.begin()()
 	if err := c.checkKey("release", key); err != nil {
 		return 0, err
@@ -186,6 +192,9 @@ const maxForceRounds = 5
 func (c *Client) ForceRelease(ctx context.Context, key, reason string) (LockInfo, error) {
 	if c == nil {
 		return LockInfo{}, errNilClient
+	}
+	if ctx == nil {
+		return LockInfo{}, errNilContext
 	}
 	defer c.ops.begin()()
 	inspector, err := c.inspector("force release", key)

@@ -114,10 +114,14 @@ const (
 	// OutcomeClosed: the Client was closed before or while the call waited
 	// (ErrClosed).
 	OutcomeClosed
+	// OutcomeCanceled: the caller's context ended the call before any
+	// attempt learnt anything of the lock (the error matches only the
+	// context's error): neither contention nor an outage.
+	OutcomeCanceled
 )
 
-// String returns "acquired", "not_acquired", "unavailable", "invalid" or
-// "closed" (fit for a metric label).
+// String returns "acquired", "not_acquired", "unavailable", "invalid",
+// "closed" or "canceled" (fit for a metric label).
 func (o AcquireOutcome) String() string {
 	switch o {
 	case OutcomeAcquired:
@@ -130,6 +134,8 @@ func (o AcquireOutcome) String() string {
 		return "invalid"
 	case OutcomeClosed:
 		return "closed"
+	case OutcomeCanceled:
+		return "canceled"
 	}
 	return "unknown"
 }
@@ -145,6 +151,8 @@ func outcomeOf(err error) AcquireOutcome {
 		return OutcomeNotAcquired
 	case errors.Is(err, ErrUnavailable):
 		return OutcomeUnavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeCanceled
 	default:
 		return OutcomeInvalid
 	}

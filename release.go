@@ -43,6 +43,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return errNilLock
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	return l.release(ctx, nil)
 }
 
@@ -65,7 +68,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		l.releasing = true
 		l.mu.Unlock()
 		l.expire()
-		return lockError("release", l.ref.Key, errors.Join(ErrNotHeld, l.Err()))
+		return lockError("release", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, l.Err()))
 	}
 	l.releasing = true
 	heldUntil := l.deadline

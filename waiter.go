@@ -63,6 +63,10 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		stop(lk != nil)
 		w.acquireDone(lk, err)
 	}()
+	if parent.Err() != nil {
+		// The caller has given up already: no attempt, no line, no watch.
+		return nil, w.giveUp()
+	}
 
 	if w.linesUp() && (c.queues.waiting(req.Key) || c.queues.holding(req.Key)) {
 		// Goroutines already waiting go first; and while this Client
@@ -290,8 +294,10 @@ func (w *waiter) granted() *Lock {
 // Client holds the lock: an attempt would be refused, and would mark the
 // lock as waited for, so that its release would wake waiters instead of
 // handing the lock to this one. The lock's end wakes the head of the line.
+// A re-entrant waiter (WithOwner) is never held back: the hold may be its
+// owner's, which it re-enters at once (and no hand-off serves it anyway).
 func (w *waiter) heldHere() bool {
-	return w.place != nil && w.c.queues.holding(w.req.Key)
+	return w.place != nil && !w.place.reentrant() && w.c.queues.holding(w.req.Key)
 }
 
 // over reports whether the last attempt ends the call.
@@ -411,25 +417,39 @@ func (w *waiter) giveUp() error {
 		// rather than hold others up until it lapses.
 		w.c.releaser.addOps(w.cfg.prim.ops, ReleaseRequest{LockRef: w.req.LockRef}, 3*w.cfg.prim.keepAlive)
 	}
+	// The caller's context ended the call, unless it is AcquireAll's
+	// bound of WithWait for all its keys (which is WithWait's elapsing).
+	callerEnded := w.parent.Err() != nil && !errors.Is(context.Cause(w.parent), errWaitElapsed)
 	var cause error
 	switch {
+	case callerEnded:
+		cause = ctxErr(w.parent)
 	case w.parent.Err() != nil:
 		cause = w.parent.Err()
 	case w.c.closed():
 		cause = ErrClosed
 	}
-	// Not replicated is not an outage: the server answered, and the lock
-	// could not be had on its terms.
-	if cause == ErrClosed || w.contended || w.attempts == 0 || errors.Is(w.lastErr, ErrNotReplicated) {
+	heldHere := w.heldHere()
+	switch {
+	// The lock was seen held: the last attempt found it so, or another
+	// call of this Client holds it. Not replicated is not an outage
+	// either: the server answered, and the lock could not be had on its
+	// terms.
+	case cause == ErrClosed || w.contended || heldHere || errors.Is(w.lastErr, ErrNotReplicated) ||
+		(w.attempts == 0 && !callerEnded): // WithWait elapsed while the call waited for its turn in line
 		return &NotAcquiredError{
 			Key:       w.req.Key,
 			Attempts:  w.attempts,
 			Waited:    time.Since(w.start),
 			HolderTTL: w.holderTTL,
-			HeldHere:  w.heldHere(),
+			HeldHere:  heldHere,
 			Cause:     cause,
 			LastErr:   w.lastErr,
 		}
+	case w.attempts == 0:
+		// The caller gave up before anything was learnt about the lock:
+		// its own error alone, neither "busy" nor "unavailable".
+		return lockError("acquire", w.req.Key, cause)
 	}
 	lastErr := w.lastErr
 	if lastErr == nil {

@@ -128,6 +128,8 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 		res, err = cfg.prim.acquire(actx, req, cfg.waitSet && cfg.wait == 0)
 	case cfg.fair:
 		res, err = c.fairAttempt(actx, req, cfg.waitSet && cfg.wait == 0, seq)
+	case cfg.tick != nil:
+		res, err = c.acquireTick(actx, req, cfg.tick)
 	default:
 		res, err = c.backend.Acquire(actx, req)
 	}

@@ -20,6 +20,7 @@ type Client struct {
 	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
 	granter  FairGranter     // nil when its releases do not hand the lock to fair waiters
 	handOff  HandOffBackend  // nil when its releases cannot hand the lock to a waiter
+	jobTicks JobTickBackend  // nil when it keeps no record of job ticks (RunJob then refuses)
 	plain    holdOps         // the plain lock's calls: plainOps of backend, boxed once
 	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
 	cfg      clientConfig
@@ -60,6 +61,7 @@ func New(b Backend, opts ...Option) *Client {
 	c.fair, _ = b.(FairBackend)
 	c.granter, _ = b.(FairGranter)
 	c.handOff, _ = b.(HandOffBackend)
+	c.jobTicks, _ = b.(JobTickBackend)
 	c.prims = newPrimitives(b)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.init()

@@ -111,5 +111,7 @@
 // backend; ReleaseNotifier (waking waiters at once) and ChangeNotifier
 // (Observe sees a new leader at once) by both as well, and so are
 // FairBackend (WithFairness), SemaphoreBackend (Semaphore) and
-// RWLockBackend (RWLock).
+// RWLockBackend (RWLock). JobTickBackend (RunJob's record of the last tick
+// claimed) is implemented by the Redis, Redlock, etcd and in-memory
+// backends.
 package fencelock

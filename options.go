@@ -140,6 +140,9 @@ type acquireConfig struct {
 	// backend's watchers (AcquireRequest.Notify, ReleaseRequest.Notify):
 	// Campaign's, for Observe.
 	notify bool
+	// tick is the tick a RunJob acquisition claims (JobTickBackend); nil
+	// for every other acquisition.
+	tick *tickClaim
 }
 
 // notifyWatchers makes the hold's acquisition wake change watchers, and its

@@ -113,6 +113,7 @@ func (b *tmBackend) renewBatches() []int {
 type tmShared struct {
 	fencelock.Backend
 	fencelock.ReleaseNotifier
+	fencelock.JobTickBackend
 }
 
 // tmEnv is one synctest bubble's backend and clock.
@@ -138,7 +139,7 @@ func (e *tmEnv) client(name string, opts ...fencelock.Option) *fencelock.Client 
 	gen := fencelock.WithTokenGenerator(func() (string, error) {
 		return fmt.Sprintf("%s%d", name, n.Add(1)), nil
 	})
-	c := fencelock.New(tmShared{e.b, e.b}, append([]fencelock.Option{gen}, opts...)...)
+	c := fencelock.New(tmShared{e.b, e.b, e.b}, append([]fencelock.Option{gen}, opts...)...)
 	e.t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -223,6 +223,15 @@ func (w *waiter) attempt() (*Lock, error) {
 		return lk, nil
 	case errors.Is(err, ErrInvalidArgument):
 		return nil, lockError("acquire", w.req.Key, err) // the backend refused the names
+	case asTickClaimed(err) != nil:
+		// A RunJob attempt whose tick was claimed: there is nothing to
+		// wait for. An earlier attempt whose reply was lost took nothing
+		// (it would be a retry now), but a copy of it may still be on its
+		// way: have the backend refuse it.
+		if w.ambiguous {
+			w.c.releaser.addOps(w.ops(), ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+		}
+		return nil, err
 	case err != nil:
 		// Not sent: nothing on the server. Not replicated: the backend
 		// released what it had taken. Anything else may have left a hold.

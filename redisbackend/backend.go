@@ -136,23 +136,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	k := keysFor(req.Namespace, req.Key)
 	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
-		// The owner is the token unless WithOwner says otherwise: one
-		// boxing (an allocation) serves both.
-		token := any(req.Token)
-		owner := token
-		if req.Owner != req.Token {
-			owner = req.Owner
-		}
-		args := []any{owner, token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
-		// A process with a waiter for the key gets in line for its turn
-		// if refused (turnFunctions).
-		process := b.notifier.waitingProcess(k.channel)
-		if process != "" || req.Identity != "" {
-			args = append(args, process)
-		}
-		if req.Identity != "" {
-			args = append(args, req.Identity)
-		}
+		args := b.acquireArgs(k, req)
 		var vals []int64
 		var err error
 		if b.ack != nil {
@@ -169,6 +153,28 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		b.notifyAcquired(ctx, req, res, k)
 	}
 	return res, err
+}
+
+// acquireArgs are the ARGV of the acquire script for req on the lock k.
+func (b *Backend) acquireArgs(k lockKeys, req fencelock.AcquireRequest) []any {
+	// The owner is the token unless WithOwner says otherwise: one boxing
+	// (an allocation) serves both.
+	token := any(req.Token)
+	owner := token
+	if req.Owner != req.Token {
+		owner = req.Owner
+	}
+	args := []any{owner, token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
+	// A process with a waiter for the key gets in line for its turn if
+	// refused (turnFunctions).
+	process := b.notifier.waitingProcess(k.channel)
+	if process != "" || req.Identity != "" {
+		args = append(args, process)
+	}
+	if req.Identity != "" {
+		args = append(args, req.Identity)
+	}
+	return args
 }
 
 // Release implements fencelock.Backend.

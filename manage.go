@@ -163,16 +163,24 @@ func (c *Client) endHere(ref LockRef, reason string) {
 	}
 }
 
-// maxForceRounds bounds ForceRelease's rounds of inspect-and-release: a
-// round frees the lock unless its owner re-entered it meanwhile.
+// maxForceRounds bounds ForceRelease's rounds of release-and-look: a round
+// frees the lock unless its owner re-entered it meanwhile.
 const maxForceRounds = 5
 
-// ForceRelease frees the lock named key whoever holds it, for operators: a
-// holder that is stuck, or whose process is gone while its lease is long.
-// reason is required and is logged, with the holder, its fence and its
-// holds, at Warn level through the Client's logger (WithLogger). It
-// releases every live hold by its token, so it never deletes anything a new
-// holder took meanwhile, and it leaves the fence counter alone: the next
+// ForceRelease frees the lock named key from the holder it has when the
+// call begins, for operators: a holder that is stuck, or whose process is
+// gone while its lease is long. reason is required and is logged at Warn
+// level through the Client's logger (WithLogger): once with the holder,
+// its fence and its holds before anything is released, and once with what
+// was released.
+//
+// It releases the holder's holds by their tokens, and the re-entries the
+// holder takes while it runs (they have its fence), and never a hold with
+// a later fence: a process that takes the lock the moment it is free keeps
+// it (the log names its fence). Each token is released only after a look
+// at the lock showed it as a hold with the holder's fence; tokens are
+// unique to an acquisition and a re-entry keeps the fence, so a hold taken
+// meanwhile is never among them. The fence counter is left alone: the next
 // acquisition still gets a larger fence, and the holder that was forced
 // out, if it is still running, has its writes refused by the fencing check.
 // That holder's *Lock ends at once, lost (ErrLost, LostGone), when it is of
@@ -195,40 +203,60 @@ func (c *Client) ForceRelease(ctx context.Context, key, reason string) (LockInfo
 	if reason == "" {
 		return LockInfo{}, invalid("reason", reason, "ForceRelease needs a reason, for the log")
 	}
-	var before LockInfo
-	for round := range maxForceRounds {
-		info, err := c.inspect(ctx, inspector, key)
+	before, err := c.inspect(ctx, inspector, key)
+	if err != nil || !before.Held {
+		return before, err
+	}
+	c.log.Warn("fencelock: force release", "key", key, "reason", reason, "owner", before.Owner,
+		"fence", before.Fence, "holds", len(before.Holds), "tokens", shortTokens(before.Holds), "ttl", before.TTL)
+	var released []HoldInfo
+	done := func(next LockInfo, err error) (LockInfo, error) {
+		attrs := []any{"key", key, "reason", reason, "fence", before.Fence, "released", len(released), "tokens", shortTokens(released)}
+		if next.Held {
+			attrs = append(attrs, "next_fence", next.Fence, "next_owner", next.Owner)
+		}
 		if err != nil {
-			return before, err
+			attrs = append(attrs, "err", err)
 		}
-		if round == 0 {
-			before = info
-		}
-		if !info.Held {
-			if round > 0 {
-				c.queues.released(key)
-			}
-			return before, nil
-		}
-		tokens := make([]string, 0, len(info.Holds))
+		c.log.Warn("fencelock: force released", attrs...)
+		return before, err
+	}
+	info := before
+	for range maxForceRounds {
 		for _, h := range info.Holds {
-			tokens = append(tokens, shortToken(h.Token))
-		}
-		c.log.Warn("fencelock: force release", "key", key, "reason", reason, "owner", info.Owner,
-			"fence", info.Fence, "holds", len(info.Holds), "tokens", tokens, "ttl", info.TTL)
-		for _, h := range info.Holds {
-			// A hold that lapsed or was released since the inspection is
-			// simply not found: that is what we want.
+			// A hold that lapsed or was released since the look is simply
+			// not found: that is what we want.
 			ref := c.ref(key, h.Token)
 			res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, time.Time{})
 			if err != nil {
-				return before, err
+				return done(LockInfo{}, err)
 			}
 			if res.Held {
+				released = append(released, h)
 				c.endHere(ref, "force-released (Client.ForceRelease): "+reason)
+				if res.Remaining == 0 && !res.Yielded {
+					c.queues.released(key)
+				}
 			}
 		}
+		if info, err = c.inspect(ctx, inspector, key); err != nil {
+			return done(LockInfo{}, err)
+		}
+		if !info.Held || info.Fence != before.Fence {
+			// Free, or taken since by another acquisition: not ours to free.
+			return done(info, nil)
+		}
+		// The holder re-entered meanwhile: its new holds go too.
 	}
-	return before, lockError("force release", key, fmt.Errorf(
-		"%w: its owner re-entered it in each of %d rounds of releases", ErrNotAcquired, maxForceRounds))
+	return done(info, lockError("force release", key, fmt.Errorf(
+		"%w: its owner re-entered it in each of %d rounds of releases", ErrNotAcquired, maxForceRounds)))
+}
+
+// shortTokens returns the holds' tokens, shortened for a log line.
+func shortTokens(holds []HoldInfo) []string {
+	tokens := make([]string, 0, len(holds))
+	for _, h := range holds {
+		tokens = append(tokens, shortToken(h.Token))
+	}
+	return tokens
 }

@@ -242,3 +242,138 @@ func (h *laterLooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		return next(ctx, cmds)
 	}
 }
+
+// ForceRelease of a name frees the holds of every kind seen at the start:
+// the permits of its semaphore and the holds of its read-write lock too,
+// and never a permit taken meanwhile, by a waiter woken by the first
+// release. Given kinds, it frees those kinds only.
+func TestForceReleaseEveryKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memorybackend.New()
+		t.Cleanup(func() { b.Close() })
+		var logs syncBuffer
+		holder, next := fencelock.New(b), fencelock.New(b)
+		admin := fencelock.New(b, fencelock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		for _, c := range []*fencelock.Client{holder, next, admin} {
+			t.Cleanup(func() { c.Close() })
+		}
+		ctx := context.Background()
+		// The holders are of other Clients: they learn of a force release
+		// at their next renewal.
+		renew := fencelock.WithAutoRenew(time.Second)
+		var permits []*fencelock.Lock
+		for range 2 {
+			lk, err := holder.Semaphore("partner-api", 2).TryAcquire(ctx, time.Minute, renew)
+			if err != nil {
+				t.Fatal(err)
+			}
+			permits = append(permits, lk)
+		}
+		reader, err := holder.RWLock("partner-api").TryAcquireRead(ctx, time.Minute, renew)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lock, err := holder.TryAcquire(ctx, "partner-api", time.Minute, renew)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting := hmGo(func() (*fencelock.Lock, error) {
+			return next.Semaphore("partner-api", 2).Acquire(ctx, time.Minute, renew)
+		})
+		hmPending(waiting)
+
+		// The permits only.
+		before, err := admin.ForceRelease(ctx, "partner-api", "quota stuck", fencelock.KindSemaphore)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !before.Held || len(before.Others) != 3 {
+			t.Fatalf("state before: %+v, want the lock, 2 permits and a reader", before)
+		}
+		w := <-waiting
+		if w.err != nil {
+			t.Fatalf("waiter: %v", w.err)
+		}
+		time.Sleep(2 * time.Second)
+		for _, lk := range permits {
+			if lk.Err() == nil {
+				t.Errorf("permit %d not ended by the force release", lk.Fence())
+			}
+		}
+		if err := w.lk.Err(); err != nil {
+			t.Fatalf("the permit taken meanwhile: %v, want held", err)
+		}
+		st := b.SemaphoreState(fencelock.DefaultNamespace, "partner-api")
+		if _, ok := st.Holds[w.lk.Token()]; !ok || len(st.Holds) != 1 {
+			t.Fatalf("permits after: %v, want the waiter's alone", st.Holds)
+		}
+		if lock.Err() != nil || reader.Err() != nil {
+			t.Fatalf("a force release of the permits touched the lock (%v) or the reader (%v)", lock.Err(), reader.Err())
+		}
+
+		// Every kind: the lock, the reader and the permit seen now.
+		before, err = admin.ForceRelease(ctx, "partner-api", "all of it")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !before.Held || len(before.Others) != 2 {
+			t.Fatalf("state before: %+v, want the lock, a permit and a reader", before)
+		}
+		time.Sleep(2 * time.Second)
+		info, err := admin.Inspect(ctx, "partner-api")
+		if err != nil || info.AnyHeld() {
+			t.Fatalf("after: %+v, %v; want nothing held", info, err)
+		}
+		for _, lk := range []*fencelock.Lock{lock, reader, w.lk} {
+			if !errors.Is(lk.Err(), fencelock.ErrLost) {
+				t.Errorf("%v %d: %v, want lost", lk.Key(), lk.Fence(), lk.Err())
+			}
+		}
+		out := logs.String()
+		for _, want := range []string{`others="[semaphore/1/`, "released=2", "released=3", `read/`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q:\n%s", want, out)
+			}
+		}
+		if _, err := admin.ForceRelease(ctx, "partner-api", "x", fencelock.Kind(9)); !errors.Is(err, fencelock.ErrInvalidArgument) {
+			t.Errorf("an unknown kind: %v, want ErrInvalidArgument", err)
+		}
+	})
+}
+
+// Against a real redis-server: another Client's Inspect of the name shows
+// the permits held (the plain lock is free), and ForceRelease frees them.
+func TestInspectAndForceReleasePermitsRedis(t *testing.T) {
+	_, rdb := startRedis(t)
+	holder, admin := newClient(t, rdb), newClient(t, rdb)
+	ctx := ctxTimeout(t, 20*time.Second)
+	var permits []*fencelock.Lock
+	for range 3 {
+		lk, err := holder.Semaphore("partner-api", 3).TryAcquire(ctx, time.Minute, fencelock.WithAutoRenew(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, lk)
+	}
+	info, err := admin.Inspect(ctx, "partner-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Held || !info.AnyHeld() || len(info.Others) != 3 {
+		t.Fatalf("3 permits held: %+v, want the plain lock free and the 3 permits in Others", info)
+	}
+	for i, h := range info.Others {
+		if h.Kind != fencelock.KindSemaphore || h.Token != permits[i].Token() || h.Fence != permits[i].Fence() || h.TTL <= 0 {
+			t.Errorf("Others[%d] = %+v, want permit %s with fence %d", i, h, permits[i].Token(), permits[i].Fence())
+		}
+	}
+	if _, err := admin.ForceRelease(ctx, "partner-api", "quota stuck"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := admin.Inspect(ctx, "partner-api"); err != nil || info.AnyHeld() {
+		t.Fatalf("after ForceRelease: %+v, %v; want nothing held", info, err)
+	}
+	for _, lk := range permits {
+		waitDone(t, lk.Done(), 5*time.Second, "the forced-out permit's loss at its next renewal")
+	}
+}

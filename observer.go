@@ -114,10 +114,13 @@ const (
 	// OutcomeClosed: the Client was closed before or while the call waited
 	// (ErrClosed).
 	OutcomeClosed
+	// OutcomeMisconfigured: the backend refused the client's credentials or
+	// permissions (ErrMisconfigured).
+	OutcomeMisconfigured
 )
 
-// String returns "acquired", "not_acquired", "unavailable", "invalid" or
-// "closed" (fit for a metric label).
+// String returns "acquired", "not_acquired", "unavailable", "invalid",
+// "closed" or "misconfigured" (fit for a metric label).
 func (o AcquireOutcome) String() string {
 	switch o {
 	case OutcomeAcquired:
@@ -130,6 +133,8 @@ func (o AcquireOutcome) String() string {
 		return "invalid"
 	case OutcomeClosed:
 		return "closed"
+	case OutcomeMisconfigured:
+		return "misconfigured"
 	}
 	return "unknown"
 }
@@ -145,6 +150,8 @@ func outcomeOf(err error) AcquireOutcome {
 		return OutcomeNotAcquired
 	case errors.Is(err, ErrUnavailable):
 		return OutcomeUnavailable
+	case errors.Is(err, ErrMisconfigured):
+		return OutcomeMisconfigured
 	default:
 		return OutcomeInvalid
 	}
@@ -164,9 +171,14 @@ const (
 	LostDeadline
 	// LostMaxHold: the lock was held for its WithMaxHold bound.
 	LostMaxHold
+	// LostRefused: a renewal (or Refresh) was refused for the client's
+	// configuration (ErrMisconfigured): no later one can succeed, so the
+	// holder is told at once rather than at the deadline.
+	LostRefused
 )
 
-// String returns "gone", "deadline" or "max_hold" (fit for a metric label).
+// String returns "gone", "deadline", "max_hold" or "refused" (fit for a
+// metric label).
 func (r LostReason) String() string {
 	switch r {
 	case LostGone:
@@ -175,6 +187,8 @@ func (r LostReason) String() string {
 		return "deadline"
 	case LostMaxHold:
 		return "max_hold"
+	case LostRefused:
+		return "refused"
 	}
 	return "unknown"
 }
@@ -219,7 +233,7 @@ type LostEvent struct {
 // the backend (Hooks.RenewalDone).
 type RenewalEvent struct {
 	Locks    int           // renewals sent in the batch
-	Failed   int           // of those, how many got no answer (the lock stays held until its deadline and is retried)
+	Failed   int           // of those, how many failed: no answer (the lock stays held until its deadline and is retried), or refused (ErrMisconfigured: the lock is lost)
 	Gone     int           // of those, how many found the hold gone (each lock is then lost, reported by Lost)
 	Duration time.Duration // from sending the batch to its answer
 }

@@ -318,7 +318,7 @@ fencelock_held_locks{key="stock",kind="lock",service="orders"} 1
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP fencelock_locks_lost_total Locks lost: the hold was gone, the lease deadline passed without renewal, or WithMaxHold ended it.
+# HELP fencelock_locks_lost_total Locks lost: the hold was gone, the lease deadline passed without renewal, WithMaxHold ended it, or a renewal was refused for the client's configuration.
 # TYPE fencelock_locks_lost_total counter
 fencelock_locks_lost_total{key="job",kind="lock",reason="deadline",service="orders"} 1
 `), "fencelock_locks_lost_total"); err != nil {

@@ -61,7 +61,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (LockInfo,
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return info, err
+		return info, misconfigured(err)
 	}
 	fields := hash.Val()
 	serverNow := now.Val().UnixMilli()

@@ -56,7 +56,9 @@ type Hooks struct {
 	Lost func(LostEvent)
 
 	// RenewalDone is called when a batch of automatic renewals (one round
-	// trip of the lease keeper) has its answer. Refresh is not reported.
+	// trip of the lease keeper) has its answer. Refresh is not reported. A
+	// batch that Close cancelled, after it released the batch's locks,
+	// counts no failures.
 	RenewalDone func(RenewalEvent)
 }
 
@@ -365,10 +367,15 @@ func (k *leaseKeeper) noteRenewals(sent time.Time, results []RenewResult, err er
 		return
 	}
 	ev := RenewalEvent{Locks: n, Duration: time.Since(sent)}
+	// Close cancels the renewals still in flight once it has released
+	// their locks (stop): those did not fail.
+	closing := k.ctx.Err() != nil
 	for i := range n {
 		switch {
 		case err != nil || results[i].Err != nil:
-			ev.Failed++
+			if !closing {
+				ev.Failed++
+			}
 		case !results[i].Held:
 			ev.Gone++
 		}

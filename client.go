@@ -77,7 +77,8 @@ func New(b Backend, opts ...Option) *Client {
 // renewal goroutine and waits for it, and closes the backend. Locks are
 // renewed until they are released, so none lapses because of Close. The
 // releases together get 5 seconds; those not confirmed by then lapse on the
-// server, and Close reports them. Later calls return ErrClosed errors.
+// server, and Close reports them, as it reports releases the backend
+// refused (ErrMisconfigured). Later calls return ErrClosed errors.
 // Close is idempotent.
 func (c *Client) Close() error {
 	if c == nil {
@@ -95,17 +96,27 @@ func (c *Client) Close() error {
 		defer cancel()
 		var mu sync.Mutex
 		var errs []error
+		var refused int // releases the backend refused (ErrMisconfigured)
+		var refusal error
 		var wg sync.WaitGroup
 		for _, lk := range held {
 			wg.Go(func() {
-				if err := lk.release(ctx, ErrClosed); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable) {
-					mu.Lock()
+				err := lk.release(ctx, ErrClosed)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case errors.Is(err, ErrMisconfigured):
+					refused++
+					refusal = err
+				case err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable):
 					errs = append(errs, err)
-					mu.Unlock()
 				}
 			})
 		}
 		wg.Wait()
+		if refused > 0 {
+			errs = append(errs, fmt.Errorf("fencelock: %d releases refused, their leases will lapse on the server: %w", refused, refusal))
+		}
 		deadline, _ := ctx.Deadline()
 		if err := c.releaser.close(time.Until(deadline)); err != nil {
 			errs = append(errs, err)
@@ -205,8 +216,16 @@ func (c *Client) debugEnabled() bool {
 
 // unavailable is the error of a call that got no answer from the backend:
 // err is the last backend error, and the call's context (or Close) the
-// reason it stopped trying, if it did.
+// reason it stopped trying, if it did. When the backend refused the client
+// instead (err matches ErrMisconfigured), which is no outage, it is err
+// with the operation and key.
 func (c *Client) unavailable(ctx context.Context, op, key string, attempts int, start time.Time, err error) error {
+	if errors.Is(err, ErrMisconfigured) {
+		if key == "" {
+			return fmt.Errorf("fencelock: %s: %w", op, err)
+		}
+		return lockError(op, key, err)
+	}
 	e := &UnavailableError{Op: op, Key: key, Attempts: attempts, Waited: time.Since(start), Err: err}
 	switch {
 	case ctx.Err() != nil:

@@ -27,6 +27,17 @@ var (
 	// *UnavailableError matches it.
 	ErrUnavailable = errors.New("fencelock: backend unavailable")
 
+	// ErrMisconfigured means the backend refused the client itself: its
+	// credentials (a wrong password, or none where the store requires one)
+	// or its permissions (a user the store's access rules deny a command,
+	// key or channel fencelock needs). It is not an outage: retrying cannot
+	// help, so nothing retries it. A waiting Acquire returns it on the
+	// first such reply, a renewal refused so ends the lock at once (its Err
+	// matches ErrLost too), and a release refused so is not retried in the
+	// background (the lease lapses on the server). Fix the configuration;
+	// Check reports it at start-up.
+	ErrMisconfigured = errors.New("fencelock: backend refused the client's configuration")
+
 	// ErrNotReplicated means an acquire or renewal reached the store but too
 	// few replicas acknowledged it in time (redisbackend.WithReplicaAck): a
 	// failover could lose it, so it does not count. An acquire is released

@@ -20,8 +20,9 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 //     (HandOffBackend, handoff.go),
 //   - the fallback timer: the retry strategy's backoff, cut short at the
 //     holder's remaining lease,
-//   - the end of the wait: the caller's context, WithWait, Close, or too
-//     many consecutive failures.
+//   - the end of the wait: the caller's context, WithWait, Close, too
+//     many consecutive failures, or the backend refusing the client
+//     (ErrMisconfigured), which no retry can change.
 //
 // All attempts use one token, so an attempt whose reply was lost is
 // completed by the next one instead of leaving a hold behind.
@@ -46,6 +47,7 @@ type waiter struct {
 	holderTTL   time.Duration // the holder's remaining lease at the last answer
 	lastErr     error         // the last backend error
 	contended   bool          // the last attempt that finished found the lock held
+	refused     error         // the backend refused the client (ErrMisconfigured): the call ends with it
 	ambiguous   bool          // an attempt may have left a hold on the server
 	watchFailed bool          // the notifier refused: poll
 
@@ -238,6 +240,12 @@ func (w *waiter) attempt() (*Lock, error) {
 		if !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrNotReplicated) {
 			w.ambiguous = true
 		}
+		if errors.Is(err, ErrMisconfigured) {
+			// The store refused the client itself: no later attempt
+			// can succeed.
+			w.refused = err
+			return nil, nil
+		}
 		if w.ctx.Err() != nil || w.deadlinePassed() {
 			return nil, nil // cut short by the end of the wait: not a failure of its own
 		}
@@ -311,7 +319,7 @@ func (w *waiter) heldHere() bool {
 
 // over reports whether the last attempt ends the call.
 func (w *waiter) over() bool {
-	return w.ctx.Err() != nil || w.singleAttempt() ||
+	return w.ctx.Err() != nil || w.singleAttempt() || w.refused != nil ||
 		(w.maxFailures > 0 && w.failures >= w.maxFailures)
 }
 
@@ -337,6 +345,10 @@ func (w *waiter) subscribe() bool {
 	}
 	if err != nil {
 		w.watchFailed = true
+		if errors.Is(err, ErrMisconfigured) {
+			w.refused = err // the store refused the subscription: sleep ends the call
+			return false
+		}
 		w.c.log.Debug("fencelock: release notifications unavailable; polling", "key", w.req.Key, "error", err)
 		return false
 	}
@@ -362,6 +374,9 @@ func (w *waiter) releases() <-chan struct{} {
 // sleep waits for a wake-up: a release, the fallback timer, or the end of
 // the wait. It reports whether the wait goes on.
 func (w *waiter) sleep() bool {
+	if w.refused != nil {
+		return false
+	}
 	w.rounds++
 	// At least a millisecond: a strategy returning zero or less must not
 	// turn waiting into a busy loop.
@@ -404,8 +419,8 @@ func (w *waiter) sleep() bool {
 }
 
 // giveUp cleans up after the attempts and says why the call failed: the
-// lock was held by someone else (NotAcquiredError), or the backend could not
-// be reached (UnavailableError).
+// lock was held by someone else (NotAcquiredError), the backend could not
+// be reached (UnavailableError), or it refused the client (ErrMisconfigured).
 func (w *waiter) giveUp() error {
 	if w.place != nil && w.c.queues.withdraw(w.place) {
 		// A release of this Client may have handed us the lock.
@@ -425,6 +440,11 @@ func (w *waiter) giveUp() error {
 		// Withdraw what the attempts registered (a writer's intent),
 		// rather than hold others up until it lapses.
 		w.c.releaser.addOps(w.cfg.prim.ops, ReleaseRequest{LockRef: w.req.LockRef}, 3*w.cfg.prim.keepAlive)
+	}
+	if w.refused != nil {
+		// The clean-up above is tried all the same: a refusal of the
+		// release notifications (channels) need not refuse a release.
+		return lockError("acquire", w.req.Key, w.refused)
 	}
 	// The caller's context ended the call, unless it is AcquireAll's
 	// bound of WithWait for all its keys (which is WithWait's elapsing).

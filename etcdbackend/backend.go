@@ -99,7 +99,8 @@ func validity(secs int64, ttl time.Duration) time.Duration {
 // is granted for the hold (etcd has no way to create one inside a
 // transaction), then one transaction takes a free lock, re-enters, retries
 // or refuses. See the package documentation for the fence.
-func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (_ fencelock.AcquireResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
@@ -298,7 +299,8 @@ func (b *Backend) timeToLive(ctx context.Context, leases []clientv3.LeaseID) []l
 // Release gives up the hold in one round trip (two with a tombstone, whose
 // lease is granted first). The hold's lease is then revoked in the
 // background.
-func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
@@ -354,7 +356,8 @@ func (b *Backend) release(ctx context.Context, k keys, req fencelock.ReleaseRequ
 // seconds than its lease has (Refresh with a new ttl), or whose lease this
 // Backend does not know, is moved to a new lease: a grant and a
 // transaction more, for that hold.
-func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
+	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	return b.renew(ctx, reqs, keysOf)
 }
 
@@ -487,7 +490,8 @@ func (b *Backend) keepAlive(ctx context.Context, ids []clientv3.LeaseID) (map[cl
 // TTL returns the hold's remaining lease, rounded down to whole seconds by
 // etcd (at least a millisecond while the lease runs), in two round trips:
 // the hold, then its lease.
-func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}

@@ -17,7 +17,8 @@ import (
 // more, concurrently). Lease times are whole seconds, rounded down by
 // etcd; a hold whose lease has run out but which etcd has not deleted yet
 // is left out.
-func (b *Backend) InspectLock(ctx context.Context, namespace, key string) (fencelock.LockInfo, error) {
+func (b *Backend) InspectLock(ctx context.Context, namespace, key string) (_ fencelock.LockInfo, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if key == "" {
 		return fencelock.LockInfo{}, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
@@ -104,8 +105,10 @@ func (b *Backend) InspectLock(ctx context.Context, namespace, key string) (fence
 
 // Check implements fencelock.Checker: every namespace is usable (etcd keys
 // are any bytes, and the names are escaped), so it checks only that the
-// cluster answers a linearizable read.
+// cluster answers a linearizable read of the namespace, which it refuses
+// (fencelock.ErrMisconfigured) to a client without a user on a cluster with
+// authentication on, or to a user whose roles do not let it read there.
 func (b *Backend) Check(ctx context.Context, namespace string) error {
 	_, err := b.cli.Get(ctx, keysOf(namespace, "check").last, clientv3.WithCountOnly())
-	return err
+	return misconfigured(err)
 }

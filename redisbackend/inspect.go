@@ -98,7 +98,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return info, err
+		return info, misconfigured(err)
 	}
 	serverNow := now.Val().UnixMilli()
 

@@ -58,11 +58,8 @@ func TestInspect(t *testing.T) {
 
 // Inspect reports the live holds of a lock: their count and their tokens,
 // not a lapsed re-entrant hold that is still in the hash.
-//
-// Failed from the per-hold lease layout (017b003) until c63b9bd: Inspect
-// read the hold count from the "holds" field, which the scripts no longer
-// write (Holds was always 0), and listed every t:TOKEN field as a hold,
-// including lapsed ones that no script had pruned yet.
+// The count comes from the per-hold fields, not a stored total, and a hold
+// whose lease lapsed but that no script has pruned yet is not listed.
 func TestInspectCountsLiveHolds(t *testing.T) {
 	b, _ := newBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

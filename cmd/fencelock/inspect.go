@@ -83,9 +83,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &urlErr) {
 			return bad("%v", err)
 		}
-		// Not a usage error: Redis did not answer.
+		// Not a usage error: Redis did not answer, or refused us.
 		fmt.Fprintln(stderr, exitcode.Message("fencelock inspect", err))
-		return exitcode.CouldNotRun
+		return couldNotRunCode(err)
 	}
 	defer rdb.Close()
 	backend := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
@@ -151,7 +151,7 @@ func dialRedis(addr string) (redis.UniversalClient, error) {
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
-		return nil, fmt.Errorf("cannot reach Redis: %w", err)
+		return nil, redisDialError(err)
 	}
 	return rdb, nil
 }

@@ -189,7 +189,7 @@ func (c *adminConn) Close() {
 // connect dials Redis (--redis, else $REDIS_URL, else 127.0.0.1:6379) for
 // command cmd. On failure it prints the error and returns nil and the exit
 // status: a URL that is no URL is a usage error, a Redis that does not
-// answer is not.
+// answer (or refuses the credentials: exitcode.Refused) is not.
 func connect(stderr io.Writer, cmd, redisURL string) (*adminConn, int) {
 	if redisURL == "" {
 		redisURL = os.Getenv("REDIS_URL")
@@ -201,7 +201,7 @@ func connect(stderr io.Writer, cmd, redisURL string) (*adminConn, int) {
 			return nil, usageError(stderr, cmd, "%v", err)
 		}
 		fmt.Fprintln(stderr, exitcode.Message("fencelock "+cmd, err))
-		return nil, exitcode.CouldNotRun
+		return nil, couldNotRunCode(err)
 	}
 	// Notifications off: these commands wait for no lock.
 	return &adminConn{rdb: rdb, backend: redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())}, exitcode.OK

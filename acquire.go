@@ -12,7 +12,9 @@ import (
 // when someone else holds the lock, one matching ErrUnavailable when the
 // backend could not be reached or did not answer before the lease it asked
 // for could have ended, and one matching ErrInvalidArgument for an empty
-// key, a ttl outside [1ms, MaxTTL] or an invalid option.
+// key, a ttl outside [MinTTL, MaxTTL] or an invalid option. When ctx has
+// already ended, it makes no attempt and returns ctx's error alone (see
+// Acquire).
 //
 // If the reply is lost (timeout, connection error), TryAcquire returns the
 // error and removes, in the background, the hold its request may have made;
@@ -20,6 +22,9 @@ import (
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if c == nil {
 		return nil, errNilClient
+	}
+	if ctx == nil {
+		return nil, errNilContext
 	}
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
@@ -43,12 +48,23 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 // When it gives up while the lock is held by someone else, the error matches
 // ErrNotAcquired and also the reason: ctx.Err() when ctx ended it, ErrClosed
 // when Close did. When the backend could not be reached (the last attempts
-// failed), the error matches ErrUnavailable instead; see WithMaxFailures for
-// when Acquire stops trying during an outage. Invalid arguments give an
-// error matching ErrInvalidArgument.
+// failed or went unanswered), the error matches ErrUnavailable instead; see
+// WithMaxFailures for when Acquire stops trying during an outage. Invalid
+// arguments give an error matching ErrInvalidArgument.
+//
+// A caller's context that ends the call is the caller's, not contention:
+// the error matches ctx.Err() (and context.Cause(ctx)), and ErrNotAcquired
+// only if the last attempt found the lock held by someone else (or another
+// call of this Client holds it), ErrUnavailable only if the attempts
+// failed. A ctx that has already ended makes no attempt: the error matches
+// ctx's error alone. The same holds for every acquire: Do, AcquireAll,
+// DoAll, the acquires of Semaphore and RWLock, Campaign and RunJob.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if c == nil {
 		return nil, errNilClient
+	}
+	if ctx == nil {
+		return nil, errNilContext
 	}
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
@@ -112,6 +128,8 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 		res, err = cfg.prim.acquire(actx, req, cfg.waitSet && cfg.wait == 0)
 	case cfg.fair:
 		res, err = c.fairAttempt(actx, req, cfg.waitSet && cfg.wait == 0, seq)
+	case cfg.tick != nil:
+		res, err = c.acquireTick(actx, req, cfg.tick)
 	default:
 		res, err = c.backend.Acquire(actx, req)
 	}

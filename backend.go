@@ -42,10 +42,18 @@ import (
 //     the rules above make that harmless (renewals never re-create, releases
 //     leave tombstones on request). The Client retries on its own terms.
 //
-// Errors: any error other than one matching ErrInvalidArgument means the
-// store could not be reached or did not answer (the Client reports it as
-// ErrUnavailable); the request may or may not have been applied. Two kinds
-// say more: ErrNotSent (certainly not applied) and ErrNotReplicated (applied
+// Errors: any error other than one matching ErrInvalidArgument or
+// ErrMisconfigured means the store could not be reached or did not answer
+// (the Client reports it as ErrUnavailable); the request may or may not
+// have been applied. A backend returns an error matching ErrMisconfigured
+// when the store refused the client itself, so that retrying cannot help:
+// its credentials (Redis's WRONGPASS and NOAUTH, etcd's authentication
+// failures) or its permissions (Redis's NOPERM, etcd's permission denied);
+// the Client then fails the call at once and retries nothing. Such an
+// error also matches ErrNotSent when the store applied none of the
+// request; a store may refuse part of one after applying the rest, as
+// Redis does for a script's PUBLISH to a channel the user may not use. Two
+// kinds say more: ErrNotSent (certainly not applied) and ErrNotReplicated (applied
 // but acknowledged by too few replicas; for an acquire, the backend has
 // released it again, and returns another error if it could not).
 type Backend interface {

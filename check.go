@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Checker is implemented by backends that can check, before any lock is
@@ -22,7 +23,10 @@ type Checker interface {
 // Cluster hash tags), or a backend that cannot be reached or cannot run
 // what it needs (Checker). Invalid options give an error matching
 // ErrInvalidArgument, a store that cannot be reached one matching
-// ErrUnavailable. Call it once after New:
+// ErrUnavailable, and a store that refuses the client's credentials or
+// its user's permissions (a wrong password, an ACL without the commands,
+// keys or channels fencelock uses) one matching ErrMisconfigured. Call it
+// once after New:
 //
 //	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace(ns))
 //	if err := locks.Check(ctx); err != nil {
@@ -31,6 +35,9 @@ type Checker interface {
 func (c *Client) Check(ctx context.Context) error {
 	if c == nil {
 		return errNilClient
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	if c.cfg.marginErr != nil {
 		return c.cfg.marginErr
@@ -49,7 +56,7 @@ func (c *Client) Check(ctx context.Context) error {
 		if errors.Is(err, ErrInvalidArgument) {
 			return err
 		}
-		return &UnavailableError{Op: "check", Err: err, Attempts: 1}
+		return c.unavailable(ctx, "check", "", 1, time.Now(), err)
 	}
 	return nil
 }

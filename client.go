@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -19,6 +20,7 @@ type Client struct {
 	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
 	granter  FairGranter     // nil when its releases do not hand the lock to fair waiters
 	handOff  HandOffBackend  // nil when its releases cannot hand the lock to a waiter
+	jobTicks JobTickBackend  // nil when it keeps no record of job ticks (RunJob then refuses)
 	plain    holdOps         // the plain lock's calls: plainOps of backend, boxed once
 	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
 	cfg      clientConfig
@@ -59,6 +61,7 @@ func New(b Backend, opts ...Option) *Client {
 	c.fair, _ = b.(FairBackend)
 	c.granter, _ = b.(FairGranter)
 	c.handOff, _ = b.(HandOffBackend)
+	c.jobTicks, _ = b.(JobTickBackend)
 	c.prims = newPrimitives(b)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.init()
@@ -74,7 +77,8 @@ func New(b Backend, opts ...Option) *Client {
 // renewal goroutine and waits for it, and closes the backend. Locks are
 // renewed until they are released, so none lapses because of Close. The
 // releases together get 5 seconds; those not confirmed by then lapse on the
-// server, and Close reports them. Later calls return ErrClosed errors.
+// server, and Close reports them, as it reports releases the backend
+// refused (ErrMisconfigured). Later calls return ErrClosed errors.
 // Close is idempotent.
 func (c *Client) Close() error {
 	if c == nil {
@@ -92,17 +96,27 @@ func (c *Client) Close() error {
 		defer cancel()
 		var mu sync.Mutex
 		var errs []error
+		var refused int // releases the backend refused (ErrMisconfigured)
+		var refusal error
 		var wg sync.WaitGroup
 		for _, lk := range held {
 			wg.Go(func() {
-				if err := lk.release(ctx, ErrClosed); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable) {
-					mu.Lock()
+				err := lk.release(ctx, ErrClosed)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case errors.Is(err, ErrMisconfigured):
+					refused++
+					refusal = err
+				case err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable):
 					errs = append(errs, err)
-					mu.Unlock()
 				}
 			})
 		}
 		wg.Wait()
+		if refused > 0 {
+			errs = append(errs, fmt.Errorf("fencelock: %d releases refused, their leases will lapse on the server: %w", refused, refusal))
+		}
 		deadline, _ := ctx.Deadline()
 		if err := c.releaser.close(time.Until(deadline)); err != nil {
 			errs = append(errs, err)
@@ -113,7 +127,7 @@ func (c *Client) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		c.closeErr = errors.Join(errs...)
+		c.closeErr = joinErrors(errs...)
 	})
 	return c.closeErr
 }
@@ -202,23 +216,42 @@ func (c *Client) debugEnabled() bool {
 
 // unavailable is the error of a call that got no answer from the backend:
 // err is the last backend error, and the call's context (or Close) the
-// reason it stopped trying, if it did.
+// reason it stopped trying, if it did. When the backend refused the client
+// instead (err matches ErrMisconfigured), which is no outage, it is err
+// with the operation and key.
 func (c *Client) unavailable(ctx context.Context, op, key string, attempts int, start time.Time, err error) error {
+	if errors.Is(err, ErrMisconfigured) {
+		if key == "" {
+			return fmt.Errorf("fencelock: %s: %w", op, err)
+		}
+		return lockError(op, key, err)
+	}
 	e := &UnavailableError{Op: op, Key: key, Attempts: attempts, Waited: time.Since(start), Err: err}
 	switch {
 	case ctx.Err() != nil:
-		e.Cause = context.Cause(ctx)
+		e.Cause = ctxErr(ctx)
 	case c.closed():
 		e.Cause = ErrClosed
 	}
 	return e
 }
 
+// ctxErr is the error of a context that has ended: ctx.Err(), and its
+// cause (context.Cause) when that is another error, so that the error
+// matches both.
+func ctxErr(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
+}
+
 // nextToken returns a new owner token from the configured generator.
 func (c *Client) nextToken() (string, error) {
 	token, err := c.cfg.newToken()
 	if err != nil {
-		return "", errors.Join(errors.New("fencelock: token generator failed"), err)
+		return "", fmt.Errorf("fencelock: token generator failed: %w", err)
 	}
 	if token == "" {
 		return "", invalid("token", token, "the token generator returned an empty token")

@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -20,10 +21,15 @@ import (
 // Do returns fn's error. When the lock was lost while fn ran, the error also
 // matches ErrLost, even if fn returned nil: fn's work may have overlapped
 // with another holder's, and only fencing tokens (lk.Fence) checked by the
-// resource make that harmless.
+// resource make that harmless. Such an error, or fn's with a release that
+// failed, is one error on one line that matches both (errors.Is,
+// errors.As) and says the loss once.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, lk *Lock) error, opts ...AcquireOption) (err error) {
 	if c == nil {
 		return errNilClient
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
@@ -38,7 +44,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
-	return runHolding(c, ctx, lk, fn, func(lost error) error { return lockError("do", key, lost) })
+	return runHolding(c, ctx, lk, fn, fmt.Sprintf("fencelock: do %q", key))
 }
 
 // holding is what Do and DoAll run fn under: a Lock or a MultiLock.
@@ -50,11 +56,11 @@ type holding interface {
 
 // runHolding calls fn with a context that ends when h ends (with its error
 // as the cause) or when the Client is closed (ErrClosed), waits for fn, and
-// releases h, also when fn panics. It returns fn's error joined with the
-// loss of h, wrapped by lostErr, when h was lost while fn ran or its
-// release found it gone (fn's work may then have overlapped with another
-// holder's), or else with the release's error.
-func runHolding[H holding](c *Client, ctx context.Context, h H, fn func(context.Context, H) error, lostErr func(error) error) (err error) {
+// releases h, also when fn panics. It returns fn's error joined, on one
+// line, with the loss of h when h was lost while fn ran or its release
+// found it gone (fn's work may then have overlapped with another holder's),
+// or else with the release's error (runError; prefix names the call).
+func runHolding[H holding](c *Client, ctx context.Context, h H, fn func(context.Context, H) error, prefix string) (err error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	stopOnEnd := h.whenEnded(func(err error) { cancel(err) })
 	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
@@ -67,10 +73,13 @@ func runHolding[H holding](c *Client, ctx context.Context, h H, fn func(context.
 		if lost == nil {
 			lost = h.lostErr() // the release may have found it gone
 		}
-		if lost != nil {
-			err = join(err, lostErr(lost))
-		} else {
-			err = join(err, releaseErr)
+		switch {
+		case lost != nil:
+			err = runError(prefix, err, lost)
+		case err == nil:
+			err = releaseErr // already names the call and key
+		default:
+			err = runError(prefix, err, releaseErr)
 		}
 	}()
 	return fn(fnCtx, h)
@@ -82,16 +91,4 @@ func (l *Lock) lostErr() error {
 		return err
 	}
 	return nil
-}
-
-// join is errors.Join that leaves a single error as it is.
-func join(a, b error) error {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	default:
-		return errors.Join(a, b)
-	}
 }

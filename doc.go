@@ -83,7 +83,14 @@
 // ErrUnavailable (the backend could not be reached or did not answer in
 // time: an outage, not contention), ErrNotHeld, ErrLost, ErrReleased,
 // ErrClosed, and ErrInvalidArgument for bad input, whose message names the
-// bad value.
+// bad value. A caller whose context ends an acquire gets its context's
+// error, with ErrNotAcquired only when the lock was seen held and
+// ErrUnavailable only when the attempts failed: a context that had already
+// ended gets its own error alone, and no request is sent. Every error is
+// one line. A nil context is bad input too: every call that returns an
+// error refuses it (ErrInvalidArgument, naming ctx) before it sends
+// anything; WithOwner, OwnerFromContext and the Context methods, which
+// return no error, panic with a message that names the nil context.
 //
 // During an outage, every call is bounded: TryAcquire by its context and the
 // lease it asks for; Acquire and Do by their context and WithWait, or, with
@@ -104,5 +111,7 @@
 // backend; ReleaseNotifier (waking waiters at once) and ChangeNotifier
 // (Observe sees a new leader at once) by both as well, and so are
 // FairBackend (WithFairness), SemaphoreBackend (Semaphore) and
-// RWLockBackend (RWLock).
+// RWLockBackend (RWLock). JobTickBackend (RunJob's record of the last tick
+// claimed) is implemented by the Redis, Redlock, etcd and in-memory
+// backends.
 package fencelock

@@ -27,8 +27,9 @@ type Leadership struct {
 // Leadership, renewed every ttl/3 (unless opts say otherwise) until Resign
 // or loss. It waits like Acquire, woken at once when the leader resigns,
 // and keeps waiting through outages until ctx ends (unless opts set
-// WithWait or WithMaxFailures); an error matches ErrNotAcquired (with
-// ctx.Err()) when ctx ended first, or ErrClosed.
+// WithWait or WithMaxFailures). When ctx ends first, the error matches
+// ctx.Err(), and ErrNotAcquired while another candidate leads (as for
+// Acquire); after Close it matches ErrClosed.
 //
 // id names the candidate to the others (Leader.ID): a host name and process
 // id, say. It must be unique among the candidates: a second candidate with
@@ -37,6 +38,9 @@ type Leadership struct {
 func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Duration, opts ...AcquireOption) (*Leadership, error) {
 	if c == nil {
 		return nil, errNilClient
+	}
+	if ctx == nil {
+		return nil, errNilContext
 	}
 	if election == "" {
 		return nil, invalid("election", election, "must not be empty")
@@ -86,8 +90,10 @@ func (l *Leadership) Done() <-chan struct{} { return l.lk.Done() }
 func (l *Leadership) Err() error { return l.lk.Err() }
 
 // Context returns a copy of ctx that is cancelled when the leadership ends,
-// with its Err as the cause. Call cancel when done.
+// with its Err as the cause. Call cancel when done. It panics when ctx is
+// nil, as context.WithCancel does.
 func (l *Leadership) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	mustContext("Leadership.Context", ctx)
 	return l.lk.Context(ctx)
 }
 
@@ -120,6 +126,9 @@ type Leader struct {
 func (c *Client) Leader(ctx context.Context, election string) (Leader, error) {
 	if c == nil {
 		return Leader{}, errNilClient
+	}
+	if ctx == nil {
+		return Leader{}, errNilContext
 	}
 	if election == "" {
 		return Leader{}, invalid("election", election, "must not be empty")
@@ -176,6 +185,10 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 	return func(yield func(Leader, error) bool) {
 		if c == nil {
 			yield(Leader{}, errNilClient)
+			return
+		}
+		if ctx == nil {
+			yield(Leader{}, errNilContext)
 			return
 		}
 		if election == "" {

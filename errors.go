@@ -1,8 +1,10 @@
 package fencelock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,7 +14,9 @@ var (
 	// ErrNotAcquired means the lock is held by someone else: TryAcquire found
 	// it taken, or Acquire gave up waiting while it was (its error then also
 	// matches the reason it gave up, such as context.DeadlineExceeded or
-	// ErrClosed). It is never the error of an outage: see ErrUnavailable.
+	// ErrClosed). It is never the error of an outage (see ErrUnavailable),
+	// nor of a caller whose context ended before any attempt found the lock
+	// held: that error matches the context's error alone.
 	ErrNotAcquired = errors.New("fencelock: lock not acquired")
 
 	// ErrUnavailable means the backend could not be reached or did not answer
@@ -22,6 +26,17 @@ var (
 	// can answer "unavailable, retry later" rather than "busy". Every
 	// *UnavailableError matches it.
 	ErrUnavailable = errors.New("fencelock: backend unavailable")
+
+	// ErrMisconfigured means the backend refused the client itself: its
+	// credentials (a wrong password, or none where the store requires one)
+	// or its permissions (a user the store's access rules deny a command,
+	// key or channel fencelock needs). It is not an outage: retrying cannot
+	// help, so nothing retries it. A waiting Acquire returns it on the
+	// first such reply, a renewal refused so ends the lock at once (its Err
+	// matches ErrLost too), and a release refused so is not retried in the
+	// background (the lease lapses on the server). Fix the configuration;
+	// Check reports it at start-up.
+	ErrMisconfigured = errors.New("fencelock: backend refused the client's configuration")
 
 	// ErrNotReplicated means an acquire or renewal reached the store but too
 	// few replicas acknowledged it in time (redisbackend.WithReplicaAck): a
@@ -97,7 +112,8 @@ func invalid(name string, value any, reason string) error {
 
 // NotAcquiredError is returned when a lock could not be had because someone
 // else held it. It matches ErrNotAcquired and, through Unwrap, the reason
-// Acquire stopped waiting (ctx.Err(), ErrClosed) when there is one.
+// Acquire stopped waiting (ctx.Err() and context.Cause, ErrClosed) when
+// there is one.
 type NotAcquiredError struct {
 	Key       string        // the lock key, without namespace
 	Attempts  int           // acquire attempts made
@@ -107,7 +123,7 @@ type NotAcquiredError struct {
 	// when waiting ended: the waiter waited for its release without asking
 	// the store (see HandOffBackend).
 	HeldHere bool
-	Cause    error // why waiting ended: ctx.Err(), ErrClosed, or nil when WithWait elapsed or for TryAcquire
+	Cause    error // why waiting ended: ctx.Err() (matching context.Cause too), ErrClosed, or nil when WithWait elapsed or for TryAcquire
 	LastErr  error // a backend error seen while waiting, before the lock was last found held
 }
 
@@ -157,7 +173,7 @@ type UnavailableError struct {
 	Key      string        // the lock key, without namespace
 	Attempts int           // requests made
 	Waited   time.Duration // time spent
-	Cause    error         // why the call stopped: ctx.Err(), ErrClosed, or nil (a single attempt, WithWait elapsed, or WithMaxFailures reached)
+	Cause    error         // why the call stopped: ctx.Err() (matching context.Cause too), ErrClosed, or nil (a single attempt, WithWait elapsed, or WithMaxFailures reached)
 	Err      error         // the last backend error, such as a connection error or a timeout
 }
 
@@ -205,6 +221,74 @@ var errNilLock = invalid("lock", nil, "is a nil *Lock (was the error of the acqu
 
 // errNilClient is the error of every method called on a nil *Client.
 var errNilClient = invalid("client", nil, "is a nil *Client")
+
+// errNilContext is the error of every call given a nil context.Context,
+// returned before the call does anything.
+var errNilContext = invalid("ctx", nil, "must not be nil (pass context.Background() when there is no other)")
+
+// mustContext panics, naming the function fn, when ctx is nil: for the
+// functions that have no error to report it with (WithOwner, Context).
+func mustContext(fn string, ctx context.Context) {
+	if ctx == nil {
+		panic("fencelock: " + fn + " called with a nil context.Context")
+	}
+}
+
+// joinedError is several errors as one: it matches each of them (errors.Is,
+// errors.As), and its message says them on one line.
+type joinedError struct {
+	msg  string
+	errs []error
+}
+
+func (e *joinedError) Error() string   { return e.msg }
+func (e *joinedError) Unwrap() []error { return e.errs }
+
+// oneLine returns msg with its line breaks replaced by "; ", so that an
+// error fencelock returns is one line also when it carries a caller's error
+// made by errors.Join.
+func oneLine(msg string) string { return strings.ReplaceAll(msg, "\n", "; ") }
+
+// joinErrors is errors.Join on one line: the messages are separated by
+// "; ". It returns nil when every error is nil, and a lone error as it is.
+func joinErrors(errs ...error) error {
+	var kept []error
+	var msgs []string
+	for _, err := range errs {
+		if err != nil {
+			kept = append(kept, err)
+			msgs = append(msgs, oneLine(err.Error()))
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return &joinedError{msg: strings.Join(msgs, "; "), errs: kept}
+}
+
+// runError is the error of a call that ran fn under a hold (Do, DoAll,
+// RunJob): fn's error, and the hold's (its loss, or the failure of its
+// release), as one error that matches both, on one line. prefix names the
+// call and its key, as lockError does. The hold's error is said once: not
+// again when fn's error already says it (fn returned its context's cause,
+// or wrapped it).
+func runError(prefix string, fnErr, holdErr error) error {
+	switch {
+	case holdErr == nil:
+		return fnErr
+	case fnErr == nil:
+		return fmt.Errorf("%s: %w", prefix, holdErr)
+	}
+	fnMsg, holdMsg := oneLine(fnErr.Error()), oneLine(holdErr.Error())
+	msg := prefix + ": " + fnMsg
+	if !errors.Is(fnErr, holdErr) && !strings.Contains(fnMsg, holdMsg) {
+		msg += "; " + holdMsg
+	}
+	return &joinedError{msg: msg, errs: []error{fnErr, holdErr}}
+}
 
 // lockError wraps err with the operation and key, keeping it matchable.
 func lockError(op, key string, err error) error {

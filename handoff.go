@@ -12,7 +12,10 @@ import (
 // goroutine of the same Client waits for (the next in the Client's line for
 // the key), one request releases the lock and takes it for the waiter. The
 // hand-off then costs one round trip, where a release, a wake-up and the
-// waiter's acquire cost two and a goroutine switch in between.
+// waiter's acquire cost two and a goroutine switch in between. A waiter
+// that acquires for an owner (WithOwner, Campaign, RunJob) is not handed
+// the lock, which would be its token's alone: the release wakes it, and it
+// takes the lock with an attempt of its own.
 //
 // So that a Client's goroutines never keep the lock from other processes,
 // the store hands the lock over only when no acquire was refused while it

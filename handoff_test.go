@@ -326,3 +326,170 @@ func TestHandOffWaitEndsHeldHere(t *testing.T) {
 		}
 	})
 }
+
+// A re-entrant waiter (WithOwner) of the Client that holds the lock is not
+// one a hand-off can serve (the hand-off takes the lock for the waiter's
+// token as its owner): the release frees the lock and wakes it, the release
+// succeeds, and the waiter holds the lock at the instant of the release,
+// as its owner. The same goes for Campaign, which waits as its candidate.
+func TestHandOffReentrantWaiter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wait func(c *fencelock.Client) <-chan *fencelock.Lock
+	}{
+		{"WithOwner", func(c *fencelock.Client) <-chan *fencelock.Lock {
+			got := make(chan *fencelock.Lock, 1)
+			go func() {
+				lk, err := c.Acquire(fencelock.WithOwner(context.Background(), "job-7"), "k", time.Minute, fencelock.WithWait(8*time.Second))
+				if err != nil {
+					t.Error(err)
+				}
+				got <- lk
+			}()
+			return got
+		}},
+		{"Campaign", func(c *fencelock.Client) <-chan *fencelock.Lock {
+			got := make(chan *fencelock.Lock, 1)
+			go func() {
+				l, err := c.Campaign(context.Background(), "k", "job-7", time.Minute, fencelock.WithWait(8*time.Second))
+				if err != nil {
+					t.Error(err)
+					got <- nil
+					return
+				}
+				got <- l.Lock()
+			}()
+			return got
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, client := handOffEnv(t)
+				c := client("c")
+				ctx := context.Background()
+				key := "k"
+				if tc.name == "Campaign" {
+					key = fencelock.ElectionLockPrefix + "k"
+				}
+				holder, err := c.Acquire(ctx, key, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := tc.wait(c)
+				time.Sleep(100 * time.Millisecond)
+				synctest.Wait()
+				releasedAt := time.Now()
+				if err := holder.Release(ctx); err != nil {
+					t.Fatalf("Release with a re-entrant waiter of the same Client: %v", err)
+				}
+				lk := <-got
+				if lk == nil {
+					t.FailNow()
+				}
+				if !time.Now().Equal(releasedAt) {
+					t.Fatalf("the re-entrant waiter got the lock %v after the release, want at once", time.Since(releasedAt))
+				}
+				if s := b.State(tmNS, key); s.Owner != "job-7" || len(s.Holds) != 1 || s.Fence != lk.Fence() {
+					t.Fatalf("store after the release: %+v, want one hold owned by job-7 with fence %d", s, lk.Fence())
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// Two re-entrant waiters of one Client with the same owner, lined up behind
+// a plain holder: when the release gives the lock to the first, the second
+// re-enters its owner's hold at once, as WithOwner promises, rather than
+// waiting for the first to release.
+func TestHandOffReentrantWaitersSameOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := handOffEnv(t)
+		c := client("c")
+		ctx := context.Background()
+		holder, err := c.Acquire(ctx, "k", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owned := fencelock.WithOwner(ctx, "job-7")
+		first := acquireAsyncCtx(t, owned, c, "k", time.Minute, fencelock.WithWait(8*time.Second))
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		second := acquireAsyncCtx(t, owned, c, "k", time.Minute, fencelock.WithWait(8*time.Second))
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		releasedAt := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a, d := <-first, <-second
+		if a == nil || d == nil {
+			t.FailNow()
+		}
+		if !time.Now().Equal(releasedAt) {
+			t.Fatalf("both holds %v after the release, want at once", time.Since(releasedAt))
+		}
+		if a.Fence() != d.Fence() || d.Holds() != 2 {
+			t.Fatalf("fences %d and %d, second holds %d: want one hold re-entered (same fence, 2 holds)", a.Fence(), d.Fence(), d.Holds())
+		}
+		if s := b.State(tmNS, "k"); s.Owner != "job-7" || len(s.Holds) != 2 {
+			t.Fatalf("store: %+v, want two holds of job-7", s)
+		}
+		a.Release(ctx)
+		d.Release(ctx)
+	})
+}
+
+// acquireAsyncCtx is acquireAsync with the caller's context.
+func acquireAsyncCtx(t *testing.T, ctx context.Context, c *fencelock.Client, key string, ttl time.Duration, opts ...fencelock.AcquireOption) <-chan *fencelock.Lock {
+	got := make(chan *fencelock.Lock, 1)
+	go func() {
+		lk, err := c.Acquire(ctx, key, ttl, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	return got
+}
+
+// A lock handed to a waiter with WithMaxHold keeps the bound: it is lost
+// that long after the release that handed it over.
+func TestHandOffKeepsMaxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, client := handOffEnv(t)
+		c := client("c")
+		ctx := context.Background()
+		holder, got := holdWithWaiterOpts(t, c, time.Minute, fencelock.WithMaxHold(2*time.Second), fencelock.WithAutoRenew(10*time.Second))
+		releasedAt := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lk := <-got
+		if lk == nil {
+			t.FailNow()
+		}
+		if b.HandOffs() != 1 {
+			t.Fatalf("%d hand-offs, want 1", b.HandOffs())
+		}
+		<-lk.Done()
+		if d := time.Since(releasedAt); d != 2*time.Second || !errors.Is(lk.Err(), fencelock.ErrMaxHoldExceeded) {
+			t.Fatalf("handed lock ended %v after the release with %v, want 2s and ErrMaxHoldExceeded", d, lk.Err())
+		}
+	})
+}
+
+// holdWithWaiterOpts is holdWithWaiter with the waiter's options.
+func holdWithWaiterOpts(t *testing.T, c *fencelock.Client, ttl time.Duration, opts ...fencelock.AcquireOption) (holder *fencelock.Lock, waiter <-chan *fencelock.Lock) {
+	t.Helper()
+	holder, err := c.Acquire(context.Background(), "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter = acquireAsync(t, c, "k", ttl, opts...)
+	time.Sleep(100 * time.Millisecond)
+	synctest.Wait()
+	return holder, waiter
+}

@@ -26,8 +26,9 @@ import (
 
 // holdsChildConfig tells a child process (TestHoldsChild) what to do.
 type holdsChildConfig struct {
-	// Mode: "permit" or "read" take one hold (Key) with a 2s lease renewed
-	// every 500ms, print "HELD <fence>" and wait to be killed; "semaphore"
+	// Mode: "permit", "read" or "write" take one hold (Key) with a 2s
+	// lease, renewed every 500ms ("write": every third of the lease), print
+	// "TOKEN <token>" and "HELD <fence>" and wait to be killed; "semaphore"
 	// and "rwlock" run Workers workers contending for Key until Duration
 	// has passed since Start.
 	Mode     string
@@ -80,18 +81,21 @@ func TestHoldsChild(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	switch cfg.Mode {
-	case "permit", "read":
+	case "permit", "read", "write":
 		var lk *fencelock.Lock
 		var err error
-		if cfg.Mode == "permit" {
+		switch cfg.Mode {
+		case "permit":
 			lk, err = c.Semaphore(cfg.Key, cfg.Permits).TryAcquire(ctx, 2*time.Second, fencelock.WithAutoRenew(500*time.Millisecond))
-		} else {
+		case "read":
 			lk, err = c.RWLock(cfg.Key).TryAcquireRead(ctx, 2*time.Second, fencelock.WithAutoRenew(500*time.Millisecond))
+		default:
+			lk, err = c.RWLock(cfg.Key).TryAcquireWrite(ctx, 2*time.Second, fencelock.WithAutoRenew(2*time.Second/3))
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("HELD %d\n", lk.Fence())
+		fmt.Printf("TOKEN %s\nHELD %d\n", lk.Token(), lk.Fence())
 		<-lk.Done()
 		t.Fatalf("the holding child lost its hold: %v", lk.Err())
 	case "semaphore", "rwlock":
@@ -343,6 +347,138 @@ func TestRWLockKilledReaderFreesWriter(t *testing.T) {
 	t.Logf("write lock taken %v after the reader (2s lease) was killed", time.Since(killed).Round(time.Millisecond))
 	if w.Fence() <= childFence {
 		t.Fatalf("writer's fence %d after the reader's %d, want larger", w.Fence(), childFence)
+	}
+}
+
+// A writer killed with SIGKILL keeps readers out until its lease ends, and
+// no longer, however hard other readers poll meanwhile: once the server's
+// clock is past the writer's lease, a reader's single attempt gets in, and
+// a reader that waited (keeping its place alive, as waiting readers do)
+// gets in within one place lease of it (RWPlaceLease: it makes an attempt
+// at least every third of that, and at the lease's end). The times are
+// the server's, read from the writer's hold and TIME, so that a busy
+// machine delays only the reader's own attempts, which have more than a
+// second to spare.
+func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		name := "waiting-reader"
+		if poll {
+			name = "with-a-polling-reader"
+		}
+		t.Run(name, func(t *testing.T) {
+			srv, rdb := startRedis(t)
+			waiting := make(chan struct{}, 1)
+			c := newClient(t, rdb, fencelock.WithHooks(fencelock.Hooks{
+				WaitStart: func(context.Context, fencelock.WaitEvent) {
+					select {
+					case waiting <- struct{}{}:
+					default:
+					}
+				},
+			}))
+			other := newClient(t, rdb)
+			ctx := ctxTimeout(t, time.Minute)
+			cmd, out := startHoldsChild(t, srv.Addr(), holdsChildConfig{Mode: "write", Key: "doc"})
+			writerToken := childLine(t, out, "TOKEN ")
+			writerFence, _ := strconv.ParseInt(childLine(t, out, "HELD "), 10, 64)
+
+			type result struct {
+				lk  *fencelock.Lock
+				err error
+			}
+			reader := make(chan result, 1)
+			go func() {
+				lk, err := c.RWLock("doc").AcquireRead(ctx, 10*time.Second, fencelock.WithWait(45*time.Second))
+				reader <- result{lk, err}
+			}()
+			select {
+			case <-waiting:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the reader did not start waiting for the child's write hold")
+			}
+			pollerDone := make(chan error, 1)
+			if poll {
+				go func() {
+					for {
+						lk, err := other.RWLock("doc").TryAcquireRead(ctx, 10*time.Second)
+						switch {
+						case err == nil:
+							lk.Release(ctx)
+							pollerDone <- nil
+							return
+						case !errors.Is(err, fencelock.ErrNotAcquired):
+							pollerDone <- fmt.Errorf("a polling reader's attempt: %w", err)
+							return
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+				}()
+			}
+
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			// The writer's lease end, by the server's clock (ms): its
+			// score in the holds set, which the child renewed last.
+			holds := "lock:{doc}:rw"
+			end, err := rdb.ZScore(ctx, holds, writerToken).Result()
+			if err != nil {
+				t.Fatalf("the killed writer's hold: %v (its lease is 2s, read at once)", err)
+			}
+			writerEnd := time.UnixMilli(int64(end))
+			serverNow := func() time.Time {
+				now, err := rdb.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return now
+			}
+
+			if !poll {
+				// Once the writer's lease is over by the server's clock, a
+				// single attempt gets in (beside the waiting reader, if it
+				// is in already).
+				for !serverNow().After(writerEnd) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				lk, err := other.RWLock("doc").TryAcquireRead(ctx, 10*time.Second)
+				if err != nil {
+					t.Fatalf("a reader's single attempt after the writer's lease ended: %v", err)
+				}
+				lk.Release(ctx)
+			}
+			var got result
+			select {
+			case got = <-reader:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the waiting reader did not get in within 30s of the writer's kill (its lease was 2s)")
+			}
+			in := serverNow()
+			if got.err != nil {
+				t.Fatalf("the waiting reader: %v", got.err)
+			}
+			defer got.lk.Release(ctx)
+			late := in.Sub(writerEnd)
+			t.Logf("the waiting reader got in %v after the kill, %v after the writer's lease ended (server clock)",
+				time.Since(killed).Round(time.Millisecond), late.Round(time.Millisecond))
+			if got.lk.Fence() <= writerFence {
+				t.Errorf("reader's fence %d after the writer's %d, want larger", got.lk.Fence(), writerFence)
+			}
+			if late > fencelock.RWPlaceLease {
+				t.Errorf("the waiting reader got in %v after the writer's lease ended, want within one place lease (%v)", late, fencelock.RWPlaceLease)
+			}
+			if poll {
+				select {
+				case err := <-pollerDone:
+					if err != nil {
+						t.Error(err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Error("the polling reader did not get in within 10s of the waiting one")
+				}
+			}
+		})
 	}
 }
 

@@ -197,6 +197,51 @@ func TestWriterIntentTiming(t *testing.T) {
 	})
 }
 
+// A writer that stopped renewing (its process was killed right after its
+// last renewal) keeps readers out until its lease ends, and no longer:
+// the waiting reader gets in when it ends, also while another Client's
+// reader polls with single attempts all along (which get in then too).
+func TestRWKilledWriterTiming(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "waiting-reader", true: "with-a-polling-reader"}[poll], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, c := hmSetup(t)
+				other := fencelock.New(b)
+				t.Cleanup(func() { other.Close() })
+				ctx := context.Background()
+				const lease = 2 * time.Second
+				w, err := b.AcquireRW(ctx, fencelock.RWRequest{Write: true, AcquireRequest: fencelock.AcquireRequest{
+					LockRef: fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "doc", Token: "killed-writer"},
+					Owner:   "killed-writer", TTL: lease}})
+				if err != nil || !w.Acquired {
+					t.Fatalf("the writer's hold: %+v, %v", w, err)
+				}
+				reader := hmGo(func() (*fencelock.Lock, error) { return c.RWLock("doc").AcquireRead(ctx, 10*time.Second) })
+				polled := hmGo(func() (*fencelock.Lock, error) {
+					for poll {
+						lk, err := other.RWLock("doc").TryAcquireRead(ctx, 10*time.Second)
+						if !errors.Is(err, fencelock.ErrNotAcquired) {
+							return lk, err
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					return nil, nil
+				})
+				r := <-reader
+				if r.err != nil || r.took != lease {
+					t.Fatalf("waiting reader: %v after %v, want the lock at %v, when the writer's lease ended", r.err, r.took, lease)
+				}
+				if r.lk.Fence() <= w.Fence {
+					t.Errorf("reader's fence %d, want above the writer's %d", r.lk.Fence(), w.Fence)
+				}
+				if p := <-polled; p.err != nil || poll && p.took > lease+10*time.Millisecond {
+					t.Fatalf("polling reader: %v after %v, want the lock by the poll after %v", p.err, p.took, lease)
+				}
+			})
+		})
+	}
+}
+
 // The writer gets the lock the moment the last reader releases; readers
 // waiting behind it get theirs the moment it releases, before a second
 // writer that waits too (the readers' turn), which gets the lock when they

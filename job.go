@@ -21,24 +21,30 @@ type Job struct {
 	// time.Time.Truncate does), so instances whose schedulers fire a little
 	// apart, or pass time.Now() at the moment they fire, agree on the tick.
 	// An attempt waits while an earlier tick's run holds the job, until the
-	// tick's period is over. Zero: the scheduled time itself names the tick
-	// (irregular schedules, such as cron's "9:00 on weekdays"), and an
-	// attempt that finds an earlier run holding the job does not wait.
+	// tick's period is over by the local clock; after that RunJob refuses
+	// the tick. Zero: the scheduled time itself names the tick (irregular
+	// schedules, such as cron's "9:00 on weekdays"), and an attempt that
+	// finds an earlier run holding the job does not wait.
 	Period time.Duration
 
 	// LockAtLeast is how long the job stays taken after a run starts, even
-	// when the run is over sooner: an instance whose clock or scheduler is
-	// late by less than this finds the tick taken and skips it. Set it above
-	// the largest difference between your instances' clocks plus their
-	// scheduling delays, and below Period. Zero: the job is free again as
-	// soon as the run ends.
+	// when the run is over sooner. An instance that asks for the same tick
+	// later is turned away by the job's record of the tick whatever its
+	// delay; LockAtLeast keeps apart the runs of ticks that instances name
+	// differently: with no Period, when each passes its own time.Now(), an
+	// instance late by less than LockAtLeast finds the job taken. Set it
+	// above the largest difference between your instances' clocks plus
+	// their scheduling delays, and below Period. Zero: the job is free again
+	// as soon as the run ends.
 	LockAtLeast time.Duration
 
 	// LockAtMost is the lease of a run: a run that crashes (or a process
-	// that is killed) holds the job for at most this long. The run is not
-	// renewed: its context is cancelled, with cause ErrLost, when its lease
-	// is about to end (LockAtMost less the safety margin). It must be at
-	// least LockAtLeast, and should be above the longest run.
+	// that is killed) holds the job for at most this long; its tick stays
+	// claimed. The run is not renewed: its context is cancelled, with cause
+	// ErrLost, when its lease is about to end (LockAtMost less the safety
+	// margin). It must be at least LockAtLeast and MinTTL, and should be
+	// above the longest run. It is also the allowance for the instances'
+	// clocks in the life of the job's record (see RunJob).
 	LockAtMost time.Duration
 }
 
@@ -50,18 +56,33 @@ const JobLockPrefix = "job:"
 // Call it from every instance's scheduler, with the time the tick was
 // scheduled for (or time.Now() when it fires, if the job has a Period).
 //
-// Why one run per tick: every instance names the tick alike, and that name
-// is the owner (WithOwner) of the hold a run takes on the job's lock. The
-// first attempt for a tick takes the lock. A later attempt for the same
-// tick re-enters that hold instead of waiting, sees from the second hold
-// that the tick is taken, gives its hold back and returns false. The hold
-// lasts until the run is over and LockAtLeast has passed since it began
-// (LockAtMost when the process dies), so every attempt made within
-// LockAtLeast of the first is turned away, however fast the run was. An
-// attempt for another tick finds a hold of another owner and waits for it
-// to end (within the tick's Period), so runs never overlap: a run longer
-// than a Period delays the next tick's run, or makes it skip if it is still
-// running when that tick's period ends.
+// Why at most one run per tick: the job's lock keeps a record of the last
+// tick claimed (JobTickBackend), and a run's acquisition of the lock claims
+// its tick in the same atomic step. An attempt for a tick that the record
+// names, or for an earlier tick, takes nothing and returns: that tick ran,
+// is running, or began and failed, or its process died. A started run
+// counts however it ended, and the record outlives its hold, so an
+// instance however late skips the tick. An attempt for a later tick finds
+// the job held by the earlier run and waits for it (within the tick's
+// Period), so runs never overlap: a run longer than a Period delays the
+// next tick's run, or makes it skip if it is still running when that
+// tick's period ends. The run's hold is on the lock "job:" + Name, with
+// the tick as owner (WithOwner), so Inspect shows it.
+//
+// The record lives Period plus LockAtMost after the run's acquisition
+// (JobRecordLifeWithoutPeriod plus LockAtMost for a job with no Period; at
+// most MaxTTL), and each run's claim replaces it: one key per job. RunJob
+// refuses a tick whose period is over by the local clock, so while the
+// record lives, every instance whose clock is within LockAtMost of the
+// claiming one's is turned away from the tick. After it lapses, an
+// instance could run the tick again only if its clock were behind by more
+// than that. A tick older than the one the record names is skipped too
+// (err matches ErrNotAcquired): runs follow the order of their ticks, and
+// the record cannot tell whether the older tick ran. A claim counts from
+// the moment the store records it: if the reply is lost and this instance
+// gives up, the tick is skipped rather than risk a second run. The record
+// is as durable as the lock itself (see the backend's documentation on
+// failover).
 //
 // fn gets the run's Lock (its Fence orders the runs: pass it to what the
 // job writes) and a context cancelled when the lease is about to end. When
@@ -69,17 +90,28 @@ const JobLockPrefix = "job:"
 // then, and left to lapse on the server; otherwise it is released.
 //
 // RunJob returns fn's error, joined with an error matching ErrLost when the
-// lease ended while fn ran. When fn did not run, err is nil if another
-// instance has the tick, matches ErrNotAcquired when an earlier tick's run
-// held the job until this tick's period was over (or ctx ended), and
-// ErrUnavailable when the backend could not be reached. Invalid fields of
-// job give an error matching ErrInvalidArgument.
+// lease ended while fn ran. When fn did not run, err is nil if the tick was
+// claimed by another run; it matches ErrNotAcquired when a later tick was
+// claimed, or an earlier tick's run held the job until this tick's period
+// was over; ErrUnavailable when the backend could not be reached; and
+// ctx's error when ctx ended the attempt (as for Acquire: with
+// ErrNotAcquired only if an earlier run was seen holding the job). Invalid
+// fields of job give an error matching ErrInvalidArgument, and a backend
+// that does not implement JobTickBackend one matching ErrUnsupported: the
+// lock alone cannot keep the promise of one run per tick.
 func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn func(ctx context.Context, run *Lock) error) (ran bool, err error) {
 	if c == nil {
 		return false, errNilClient
 	}
+	if ctx == nil {
+		return false, errNilContext
+	}
 	if err := job.validate(scheduled, fn); err != nil {
 		return false, err
+	}
+	if c.jobTicks == nil {
+		return false, lockError("run job", job.Name, fmt.Errorf(
+			"%w: jobs need a backend that implements fencelock.JobTickBackend (a record of the last tick claimed); %T does not", ErrUnsupported, c.backend))
 	}
 	defer c.ops.begin()() // Close waits for fn, as for Do
 	tick := scheduled
@@ -97,12 +129,19 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 		}
 		wait = WithWait(left)
 	}
-	lk, err := c.Acquire(WithOwner(ctx, owner), JobLockPrefix+job.Name, job.LockAtMost, wait)
+	lk, err := c.Acquire(WithOwner(ctx, owner), JobLockPrefix+job.Name, job.LockAtMost, wait, claimTick(tickName(tick), job.recordLife()))
+	if claimed := asTickClaimed(err); claimed != nil {
+		if claimed.sameTick() {
+			return false, nil // another instance has the tick
+		}
+		return false, lockError("run job", job.Name, err)
+	}
 	if err != nil {
 		return false, err
 	}
 	if lk.Holds() > 1 {
-		// Re-entered the hold of the instance that has this tick.
+		// Re-entered a hold of the same owner that claimed no tick (a
+		// plain Acquire with this owner): not a run of its own.
 		if err := lk.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
 			c.log.Warn("fencelock: job: could not give back a second hold of a tick; it lapses with its lease",
 				"job", job.Name, "tick", tick, "error", err)
@@ -122,7 +161,7 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 		cancel(context.Canceled)
 		if lost := lk.Err(); lost != nil {
 			// The lease ended first; its hold is already being released.
-			err = join(err, lockError("run job", job.Name, lost))
+			err = runError(fmt.Sprintf("fencelock: run job %q", job.Name), err, lost)
 			return
 		}
 		c.finishRun(ctx, job, lk, started)
@@ -142,7 +181,7 @@ func (c *Client) finishRun(ctx context.Context, job Job, lk *Lock, started time.
 		}
 		return
 	}
-	if err := lk.Refresh(ctx, keep); err != nil {
+	if err := lk.Refresh(ctx, max(keep, MinTTL)); err != nil { // a lease is MinTTL at least
 		// The hold stays until LockAtMost: later ticks wait longer, but
 		// nothing runs twice.
 		c.log.Warn("fencelock: job: could not shorten the run's hold to LockAtLeast; it lapses with its lease",
@@ -160,12 +199,14 @@ func (job Job) validate(scheduled time.Time, fn func(context.Context, *Lock) err
 		return invalid("Job.Name", job.Name, "must not be empty")
 	case job.Period < 0:
 		return invalid("Job.Period", job.Period, "must not be negative")
-	case job.LockAtMost < time.Millisecond || job.LockAtMost > MaxTTL:
-		return invalid("Job.LockAtMost", job.LockAtMost, "must be between 1ms and "+MaxTTL.String())
+	case job.LockAtMost < MinTTL || job.LockAtMost > MaxTTL:
+		return checkLease("Job.LockAtMost", job.LockAtMost)
 	case job.LockAtLeast < 0 || job.LockAtLeast > job.LockAtMost:
 		return invalid("Job.LockAtLeast", job.LockAtLeast, fmt.Sprintf("must be between 0 and LockAtMost (%v)", job.LockAtMost))
 	case scheduled.IsZero():
 		return invalid("scheduled time", scheduled, "must not be the zero time")
+	case scheduled.UTC().Year() < 1 || scheduled.UTC().Year() > 9999:
+		return invalid("scheduled time", scheduled, "must be within the years 1 to 9999")
 	case fn == nil:
 		return invalid("fn", nil, "must not be nil")
 	}

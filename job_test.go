@@ -335,7 +335,8 @@ func TestJobChild(t *testing.T) {
 }
 
 // Attempts for one tick at the same instant: exactly one runs, whichever
-// reaches the store first; the others re-enter its hold and step back.
+// reaches the store first; the others find the tick claimed and take
+// nothing.
 func TestJobSimultaneousAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := tmNewEnv(t)

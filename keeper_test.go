@@ -92,7 +92,7 @@ func kpNewEnv(t *testing.T, opts ...fencelock.Option) *kpEnv {
 		n++
 		return fmt.Sprintf("a%d", n), nil
 	})
-	c := fencelock.New(tmShared{b, b.Backend}, append([]fencelock.Option{gen}, opts...)...)
+	c := fencelock.New(tmShared{b, b.Backend, b.Backend}, append([]fencelock.Option{gen}, opts...)...)
 	t.Cleanup(func() { c.Close() })
 	return &kpEnv{t: t, b: b, c: c}
 }
@@ -577,7 +577,7 @@ func TestKeeperWorkerLingers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &kpGoroutineBackend{kpBackend: &kpBackend{Backend: memorybackend.New(), start: time.Now()}}
 		t.Cleanup(func() { b.Close() })
-		c := fencelock.New(tmShared{b, b.Backend})
+		c := fencelock.New(tmShared{b, b.Backend, b.Backend})
 		t.Cleanup(func() { c.Close() })
 		ctx := context.Background()
 		often, err := c.TryAcquire(ctx, "often", time.Second, fencelock.WithAutoRenew(300*time.Millisecond))

@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -79,6 +80,8 @@ func (l *Lock) renewalTurnLocked() <-chan struct{} {
 //   - An error: the server may or may not have applied it, so the local
 //     deadline becomes the earlier of the two leases it may have (unless the
 //     request was certainly not sent: ErrNotSent); the keeper retries soon.
+//   - A refusal of the client's configuration (ErrMisconfigured): the lock
+//     is lost at once; nothing is retried.
 func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
 	c := l.client
 	l.mu.Lock()
@@ -88,6 +91,12 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 		return
 	}
 	switch {
+	case errors.Is(res.Err, ErrMisconfigured):
+		// Refused for the client's configuration: no retry can succeed,
+		// so the holder had better know now than at the deadline. (A
+		// release would be refused too: the hold lapses on the server.)
+		l.mu.Unlock()
+		l.loseWith(fmt.Errorf("%w: renewal refused: %w", ErrLost, res.Err), LostRefused, "renewal refused: "+res.Err.Error(), false)
 	case res.Err != nil:
 		if !errors.Is(res.Err, ErrNotSent) {
 			// It may have been applied, with a shorter ttl than before.

@@ -189,9 +189,12 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock
 	}
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	defer l.client.ops.begin()()
 	if err := l.Err(); err != nil {
-		return 0, lockError("ttl", l.ref.Key, errors.Join(ErrNotHeld, err))
+		return 0, lockError("ttl", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, err))
 	}
 	start := time.Now()
 	ttl, err := l.holdOps().ttl(ctx, l.ref)
@@ -219,6 +222,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	defer l.client.ops.begin()()
 	if err := checkTTL(ttl); err != nil {
 		return err
@@ -244,14 +250,14 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ended == nil && l.expiredLocked(time.Now()) {
 		l.mu.Unlock()
 		l.expire()
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, l.Err()))
+		return lockError("refresh", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, l.Err()))
 	}
 	if ended != nil || l.releasing {
 		l.mu.Unlock()
 		if ended == nil {
 			ended = ErrReleased
 		}
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ended))
+		return lockError("refresh", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, ended))
 	}
 	l.beginRenewalLocked()
 	l.ttl = ttl
@@ -300,7 +306,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	case res.Err != nil:
 		return l.client.unavailable(ctx, "refresh", l.ref.Key, 1, sent, res.Err)
 	case !res.Held:
-		return lockError("refresh", l.ref.Key, errors.Join(ErrNotHeld, ErrLost))
+		return lockError("refresh", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, ErrLost))
 	default:
 		return nil
 	}
@@ -308,8 +314,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Context returns a copy of ctx that is cancelled when the lock ends: with
 // cause ErrLost (context.Cause) the moment ownership is lost, or with the
-// lock's ErrReleased error when it is released. Call cancel when done.
+// lock's ErrReleased error when it is released. Call cancel when done. It
+// panics when ctx is nil, as context.WithCancel does.
 func (l *Lock) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	mustContext("Lock.Context", ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
 	if l == nil {
 		cancel(errNilLock)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -12,21 +13,26 @@ import (
 // LockInspector; ReleaseToken works on every backend.
 
 // LockInspector is implemented by backends that can report the state of any
-// lock by its name (the Redis and memory backends do). Client.Inspect and
-// Client.ForceRelease need it; with a backend that lacks it they return an
-// error matching ErrUnsupported.
+// lock by its name (the Redis, memory and etcd backends do). Client.Inspect
+// and Client.ForceRelease need it; with a backend that lacks it they return
+// an error matching ErrUnsupported.
 type LockInspector interface {
-	// InspectLock reads the state of the lock named by namespace and key,
-	// in one round trip, and changes nothing. A lapsed hold is not in it.
+	// InspectLock reads the holds of every kind the backend keeps under
+	// the name given by namespace and key (the plain lock's, and the
+	// permits, read and write holds of the semaphore and the read-write
+	// lock of that name), in one round trip, and changes nothing. A lapsed
+	// hold is not in it.
 	InspectLock(ctx context.Context, namespace, key string) (LockInfo, error)
 }
 
-// LockInfo is the state of one lock as the backend sees it.
+// LockInfo is the state of one name as the backend sees it: its plain lock
+// (the fields up to LastFence) and the holds of the semaphore and the
+// read-write lock of the same name (Others), which are apart from it.
 type LockInfo struct {
 	// Key is the lock's name, without namespace.
 	Key string
-	// Held reports whether the lock has a live hold. The fields below up to
-	// TTL are zero when it has none.
+	// Held reports whether the plain lock has a live hold. The fields below
+	// up to TTL are zero when it has none. AnyHeld also counts Others.
 	Held bool
 	// Owner is the holder: its WithOwner value, or the owner token of its
 	// one hold without WithOwner.
@@ -36,8 +42,9 @@ type LockInfo struct {
 	Identity string
 	// Fence is the holder's fencing token.
 	Fence int64
-	// Holds are the live holds (one, or more when the owner re-entered),
-	// sorted by token.
+	// Holds are the plain lock's live holds (one, or more when the owner
+	// re-entered), sorted by token; each has Kind KindLock and the
+	// holder's Fence.
 	Holds []HoldInfo
 	// TTL is the lock's remaining lease (its longest hold's), measured by
 	// the server.
@@ -45,22 +52,38 @@ type LockInfo struct {
 	// LastFence is the last fencing token minted for the key (0 when the
 	// backend has no record of one); the next acquisition gets a larger one.
 	LastFence int64
+	// Others are the live holds of the semaphore (KindSemaphore: one per
+	// permit) and of the read-write lock (KindRead, KindWrite) named Key,
+	// each with its own fence and lease; sorted by kind, then fence (the
+	// order they were taken in). Empty when none is held, or the backend
+	// keeps neither.
+	Others []HoldInfo
 }
 
-// HoldInfo is one live hold of a lock.
+// AnyHeld reports whether any hold of the name is live: the plain lock's,
+// or one of Others.
+func (i LockInfo) AnyHeld() bool { return i.Held || len(i.Others) > 0 }
+
+// HoldInfo is one live hold.
 type HoldInfo struct {
+	Kind  Kind          // what it holds: the plain lock, a permit, a read or the write hold
 	Token string        // the hold's owner token (Lock.Token)
+	Fence int64         // its fencing token (Lock.Fence); a lock's re-entries share the holder's
 	TTL   time.Duration // its remaining lease, measured by the server
 }
 
 // Inspect returns the state of the lock named key: whether it is held, by
-// whom, with which fence, its holds and their remaining leases. It changes
-// nothing. It returns an error matching ErrUnsupported when the backend does
+// whom, with which fence, its holds and their remaining leases, and the
+// holds of the semaphore and the read-write lock of the same name
+// (LockInfo.Others). It changes nothing. It returns an error matching ErrUnsupported when the backend does
 // not implement LockInspector, and one matching ErrUnavailable when the
 // backend could not be asked.
 func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if c == nil {
 		return LockInfo{}, errNilClient
+	}
+	if ctx == nil {
+		return LockInfo{}, errNilContext
 	}
 	defer c.ops.begin()()
 	inspector, err := c.inspector("inspect", key)
@@ -128,6 +151,9 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 	if c == nil {
 		return 0, errNilClient
 	}
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	defer c.ops.begin()()
 	if err := c.checkKey("release", key); err != nil {
 		return 0, err
@@ -163,29 +189,45 @@ func (c *Client) endHere(ref LockRef, reason string) {
 	}
 }
 
-// maxForceRounds bounds ForceRelease's rounds of inspect-and-release: a
-// round frees the lock unless its owner re-entered it meanwhile.
+// maxForceRounds bounds ForceRelease's rounds of release-and-look: a round
+// frees the lock unless its owner re-entered it meanwhile.
 const maxForceRounds = 5
 
-// ForceRelease frees the lock named key whoever holds it, for operators: a
-// holder that is stuck, or whose process is gone while its lease is long.
-// reason is required and is logged, with the holder, its fence and its
-// holds, at Warn level through the Client's logger (WithLogger). It
-// releases every live hold by its token, so it never deletes anything a new
-// holder took meanwhile, and it leaves the fence counter alone: the next
-// acquisition still gets a larger fence, and the holder that was forced
-// out, if it is still running, has its writes refused by the fencing check.
-// That holder's *Lock ends at once, lost (ErrLost, LostGone), when it is of
-// this Client; of another Client or process, at its next renewal.
+// ForceRelease frees the name key from the holders it has when the call
+// begins, for operators: a holder that is stuck, or whose process is gone
+// while its lease is long. With no kinds it frees every kind of hold of
+// the name: the plain lock's holder, every permit of the semaphore, and
+// the read and write holds of the read-write lock of that name; kinds
+// (KindLock, KindSemaphore, KindRead, KindWrite) restricts it to those.
+// reason is required and is logged at Warn level through the Client's
+// logger (WithLogger): once with the holders, their fences and holds
+// before anything is released, and once with what was released.
 //
-// It returns the state the lock had before (Held false: it was free, and
-// nothing was done). It needs a backend that implements LockInspector
-// (ErrUnsupported otherwise) and returns an error matching ErrUnavailable
-// when the backend could not be reached, and one matching ErrNotAcquired
-// when the owner kept re-entering the lock faster than it could be freed.
-func (c *Client) ForceRelease(ctx context.Context, key, reason string) (LockInfo, error) {
+// It releases holds by their tokens, only those it saw at the start and
+// the re-entries the lock's holder takes while it runs (they have its
+// fence), never a hold with a later fence: a process that takes the lock
+// or a permit the moment it is free keeps it (the log names the lock's
+// next fence). Each token is released only after a look showed it as a
+// hold of the holder's fence; tokens are unique to an acquisition and a
+// re-entry keeps the fence, so nothing taken meanwhile is among them. The
+// fence counters are left alone: the next acquisition still gets a larger
+// fence, and a holder that was forced out, if it is still running, has its
+// writes refused by the fencing check. Its *Lock ends at once, lost
+// (ErrLost, LostGone), when it is of this Client; of another Client or
+// process, at its next renewal.
+//
+// It returns the state the name had before, of every kind (AnyHeld false:
+// nothing was held, and nothing was done). It needs a backend that
+// implements LockInspector (ErrUnsupported otherwise) and returns an error
+// matching ErrUnavailable when the backend could not be reached, and one
+// matching ErrNotAcquired when the lock's owner kept re-entering it faster
+// than it could be freed.
+func (c *Client) ForceRelease(ctx context.Context, key, reason string, kinds ...Kind) (LockInfo, error) {
 	if c == nil {
 		return LockInfo{}, errNilClient
+	}
+	if ctx == nil {
+		return LockInfo{}, errNilContext
 	}
 	defer c.ops.begin()()
 	inspector, err := c.inspector("force release", key)
@@ -195,40 +237,138 @@ func (c *Client) ForceRelease(ctx context.Context, key, reason string) (LockInfo
 	if reason == "" {
 		return LockInfo{}, invalid("reason", reason, "ForceRelease needs a reason, for the log")
 	}
-	var before LockInfo
-	for round := range maxForceRounds {
-		info, err := c.inspect(ctx, inspector, key)
-		if err != nil {
-			return before, err
-		}
-		if round == 0 {
-			before = info
-		}
-		if !info.Held {
-			if round > 0 {
-				c.queues.released(key)
-			}
-			return before, nil
-		}
-		tokens := make([]string, 0, len(info.Holds))
-		for _, h := range info.Holds {
-			tokens = append(tokens, shortToken(h.Token))
-		}
-		c.log.Warn("fencelock: force release", "key", key, "reason", reason, "owner", info.Owner,
-			"fence", info.Fence, "holds", len(info.Holds), "tokens", tokens, "ttl", info.TTL)
-		for _, h := range info.Holds {
-			// A hold that lapsed or was released since the inspection is
-			// simply not found: that is what we want.
-			ref := c.ref(key, h.Token)
-			res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, time.Time{})
-			if err != nil {
-				return before, err
-			}
-			if res.Held {
-				c.endHere(ref, "force-released (Client.ForceRelease): "+reason)
-			}
+	for _, k := range kinds {
+		if k > KindWrite {
+			return LockInfo{}, invalid("kind", k, "must be KindLock, KindSemaphore, KindRead or KindWrite")
 		}
 	}
-	return before, lockError("force release", key, fmt.Errorf(
-		"%w: its owner re-entered it in each of %d rounds of releases", ErrNotAcquired, maxForceRounds))
+	wanted := func(k Kind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
+	before, err := c.inspect(ctx, inspector, key)
+	if err != nil {
+		return before, err
+	}
+	lock := before.Held && wanted(KindLock)
+	var others []HoldInfo
+	for _, h := range before.Others {
+		if wanted(h.Kind) {
+			others = append(others, h)
+		}
+	}
+	if !lock && len(others) == 0 {
+		return before, nil
+	}
+	attrs := []any{"key", key, "reason", reason}
+	if lock {
+		attrs = append(attrs, "owner", before.Owner, "fence", before.Fence, "holds", len(before.Holds),
+			"tokens", shortTokens(before.Holds), "ttl", before.TTL)
+	}
+	if len(others) > 0 {
+		attrs = append(attrs, "others", describeHolds(others))
+	}
+	c.log.Warn("fencelock: force release", attrs...)
+
+	var released []HoldInfo
+	var next LockInfo // the lock's state after, when ForceRelease looked
+	done := func(err error) (LockInfo, error) {
+		attrs := []any{"key", key, "reason", reason}
+		if lock {
+			attrs = append(attrs, "fence", before.Fence)
+		}
+		attrs = append(attrs, "released", len(released), "tokens", describeHolds(released))
+		if next.Held && next.Fence != before.Fence {
+			attrs = append(attrs, "next_fence", next.Fence, "next_owner", next.Owner)
+		}
+		if err != nil {
+			attrs = append(attrs, "err", err)
+		}
+		c.log.Warn("fencelock: force released", attrs...)
+		return before, err
+	}
+	for _, h := range others {
+		ok, err := c.forceReleaseHold(ctx, key, h, reason)
+		if err != nil {
+			return done(err)
+		}
+		if ok {
+			released = append(released, h)
+		}
+	}
+	if !lock {
+		return done(nil)
+	}
+	next = before
+	for range maxForceRounds {
+		for _, h := range next.Holds {
+			ok, err := c.forceReleaseHold(ctx, key, h, reason)
+			if err != nil {
+				return done(err)
+			}
+			if ok {
+				released = append(released, h)
+			}
+		}
+		if next, err = c.inspect(ctx, inspector, key); err != nil {
+			return done(err)
+		}
+		if !next.Held || next.Fence != before.Fence {
+			// Free, or taken since by another acquisition: not ours to free.
+			return done(nil)
+		}
+		// The holder re-entered meanwhile: its new holds go too.
+	}
+	return done(lockError("force release", key, fmt.Errorf(
+		"%w: its owner re-entered it in each of %d rounds of releases", ErrNotAcquired, maxForceRounds)))
+}
+
+// forceReleaseHold releases h, a hold of key, by its token for
+// ForceRelease, and reports whether it was live. A hold that lapsed or was
+// released since it was seen is simply not found: that is what we want.
+func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, reason string) (bool, error) {
+	var ops holdOps // nil: the plain lock
+	switch h.Kind {
+	case KindSemaphore:
+		if c.prims.sem == nil {
+			return false, lockError("force release", key, fmt.Errorf("%w: a permit, but %T does not implement SemaphoreBackend", ErrUnsupported, c.backend))
+		}
+		ops = c.prims.sem
+	case KindRead, KindWrite:
+		if c.prims.rw == nil {
+			return false, lockError("force release", key, fmt.Errorf("%w: a read-write hold, but %T does not implement RWLockBackend", ErrUnsupported, c.backend))
+		}
+		ops = c.prims.rw
+	}
+	ref := c.ref(key, h.Token)
+	res, err := c.sendReleaseOps(ctx, ops, ReleaseRequest{LockRef: ref}, time.Time{})
+	if err != nil || !res.Held {
+		return false, err
+	}
+	c.endHere(ref, "force-released (Client.ForceRelease): "+reason)
+	if ops == nil && res.Remaining == 0 && !res.Yielded {
+		c.queues.released(key)
+	}
+	return true, nil
+}
+
+// shortTokens returns the holds' tokens, shortened for a log line.
+func shortTokens(holds []HoldInfo) []string {
+	tokens := make([]string, 0, len(holds))
+	for _, h := range holds {
+		tokens = append(tokens, shortToken(h.Token))
+	}
+	return tokens
+}
+
+// describeHolds names holds of any kind for a log line: the token,
+// shortened, after the kind and fence of a hold that is not the plain
+// lock's ("semaphore/7/Ab3dE9xY").
+func describeHolds(holds []HoldInfo) []string {
+	out := make([]string, 0, len(holds))
+	for _, h := range holds {
+		if h.Kind == KindLock {
+			out = append(out, shortToken(h.Token))
+		} else {
+			out = append(out, fmt.Sprintf("%v/%d/%s", h.Kind, h.Fence, shortToken(h.Token)))
+		}
+	}
+	return out
 }

@@ -25,7 +25,7 @@ var ErrMaxHoldExceeded = errors.New("fencelock: maximum hold time exceeded")
 // stop needs no more time. Any write it still makes is refused by the
 // fencing token (Fence), exactly as after any other loss.
 //
-// d must be at least a millisecond. It may be shorter than the ttl: the lock
+// d must be at least MinTTL. It may be shorter than the ttl: the lock
 // is then lost after d, like a lease that ran out early.
 func WithMaxHold(d time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.maxHold, c.maxHoldSet = d, true }

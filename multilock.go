@@ -52,6 +52,9 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, ttl time.Duratio
 	if c == nil {
 		return nil, errNilClient
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	sorted, err := sortedKeys(keys)
 	if err != nil {
 		return nil, err
@@ -202,8 +205,10 @@ func (m *MultiLock) Err() error {
 
 // Context returns a copy of ctx that is cancelled, with the first ended
 // lock's error as its cause (context.Cause), when any of the locks ends.
-// Call cancel when done.
+// Call cancel when done. It panics when ctx is nil, as context.WithCancel
+// does.
 func (m *MultiLock) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	mustContext("MultiLock.Context", ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
 	if m == nil {
 		cancel(errNilMultiLock)
@@ -232,11 +237,14 @@ func (m *MultiLock) whenEnded(f func(error)) (stop func()) {
 }
 
 // Release releases every lock, in reverse key order, and returns the
-// errors of those that could not be released (errors.Join), each matching
-// what Lock.Release returns.
+// errors of those that could not be released, as one error on one line
+// that matches each of them (what Lock.Release returns).
 func (m *MultiLock) Release(ctx context.Context) error {
 	if m == nil {
 		return errNilMultiLock
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	var errs []error
 	for _, lk := range slices.Backward(m.locks) {
@@ -245,7 +253,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		}
 	}
 	m.end(ErrReleased) // if no lock's end came first
-	return errors.Join(errs...)
+	return joinErrors(errs...)
 }
 
 // DoAll runs fn while holding every lock named keys: AcquireAll, renewal of
@@ -255,6 +263,9 @@ func (m *MultiLock) Release(ctx context.Context) error {
 func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context, m *MultiLock) error, opts ...AcquireOption) (err error) {
 	if c == nil {
 		return errNilClient
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
@@ -267,9 +278,7 @@ func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn
 	if err != nil {
 		return err
 	}
-	return runHolding(c, ctx, m, fn, func(lost error) error {
-		return fmt.Errorf("fencelock: do all %q: %w", m.keys(), lost)
-	})
+	return runHolding(c, ctx, m, fn, fmt.Sprintf("fencelock: do all %q", m.keys()))
 }
 
 // lostErr returns the error of the first of m's locks (in key order) that

@@ -56,7 +56,9 @@ type Hooks struct {
 	Lost func(LostEvent)
 
 	// RenewalDone is called when a batch of automatic renewals (one round
-	// trip of the lease keeper) has its answer. Refresh is not reported.
+	// trip of the lease keeper) has its answer. Refresh is not reported. A
+	// batch that Close cancelled, after it released the batch's locks,
+	// counts no failures.
 	RenewalDone func(RenewalEvent)
 }
 
@@ -114,10 +116,17 @@ const (
 	// OutcomeClosed: the Client was closed before or while the call waited
 	// (ErrClosed).
 	OutcomeClosed
+	// OutcomeCanceled: the caller's context ended the call before any
+	// attempt learnt anything of the lock (the error matches only the
+	// context's error): neither contention nor an outage.
+	OutcomeCanceled
+	// OutcomeMisconfigured: the backend refused the client's credentials or
+	// permissions (ErrMisconfigured).
+	OutcomeMisconfigured
 )
 
-// String returns "acquired", "not_acquired", "unavailable", "invalid" or
-// "closed" (fit for a metric label).
+// String returns "acquired", "not_acquired", "unavailable", "invalid",
+// "closed", "canceled" or "misconfigured" (fit for a metric label).
 func (o AcquireOutcome) String() string {
 	switch o {
 	case OutcomeAcquired:
@@ -130,6 +139,10 @@ func (o AcquireOutcome) String() string {
 		return "invalid"
 	case OutcomeClosed:
 		return "closed"
+	case OutcomeCanceled:
+		return "canceled"
+	case OutcomeMisconfigured:
+		return "misconfigured"
 	}
 	return "unknown"
 }
@@ -145,6 +158,10 @@ func outcomeOf(err error) AcquireOutcome {
 		return OutcomeNotAcquired
 	case errors.Is(err, ErrUnavailable):
 		return OutcomeUnavailable
+	case errors.Is(err, ErrMisconfigured):
+		return OutcomeMisconfigured
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeCanceled
 	default:
 		return OutcomeInvalid
 	}
@@ -164,9 +181,14 @@ const (
 	LostDeadline
 	// LostMaxHold: the lock was held for its WithMaxHold bound.
 	LostMaxHold
+	// LostRefused: a renewal (or Refresh) was refused for the client's
+	// configuration (ErrMisconfigured): no later one can succeed, so the
+	// holder is told at once rather than at the deadline.
+	LostRefused
 )
 
-// String returns "gone", "deadline" or "max_hold" (fit for a metric label).
+// String returns "gone", "deadline", "max_hold" or "refused" (fit for a
+// metric label).
 func (r LostReason) String() string {
 	switch r {
 	case LostGone:
@@ -175,6 +197,8 @@ func (r LostReason) String() string {
 		return "deadline"
 	case LostMaxHold:
 		return "max_hold"
+	case LostRefused:
+		return "refused"
 	}
 	return "unknown"
 }
@@ -219,7 +243,7 @@ type LostEvent struct {
 // the backend (Hooks.RenewalDone).
 type RenewalEvent struct {
 	Locks    int           // renewals sent in the batch
-	Failed   int           // of those, how many got no answer (the lock stays held until its deadline and is retried)
+	Failed   int           // of those, how many failed: no answer (the lock stays held until its deadline and is retried), or refused (ErrMisconfigured: the lock is lost)
 	Gone     int           // of those, how many found the hold gone (each lock is then lost, reported by Lost)
 	Duration time.Duration // from sending the batch to its answer
 }
@@ -351,10 +375,15 @@ func (k *leaseKeeper) noteRenewals(sent time.Time, results []RenewResult, err er
 		return
 	}
 	ev := RenewalEvent{Locks: n, Duration: time.Since(sent)}
+	// Close cancels the renewals still in flight once it has released
+	// their locks (stop): those did not fail.
+	closing := k.ctx.Err() != nil
 	for i := range n {
 		switch {
 		case err != nil || results[i].Err != nil:
-			ev.Failed++
+			if !closing {
+				ev.Failed++
+			}
 		case !results[i].Held:
 			ev.Gone++
 		}

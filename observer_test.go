@@ -543,3 +543,28 @@ func TestHooksRedis(t *testing.T) {
 		t.Errorf("fences of the shared key in the order reported: %v, want 20 increasing", f)
 	}
 }
+
+// A renewal still in flight when Close stops the lease keeper (Close has
+// released the lock, without waiting for the renewal, and then cancels
+// it) ends because Close cancelled it: RenewalDone does not count it as a
+// failure.
+func TestHooksRenewalCancelledByClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newObsEnv(t)
+		h := e.log()
+		c := e.client("a", fencelock.WithHooks(h.hooks()))
+		if _, err := c.Acquire(context.Background(), "k", 10*time.Second, fencelock.WithAutoRenew(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, ReplyDelay: time.Hour})
+		time.Sleep(1100 * time.Millisecond) // the first renewal, at 1s, waits for its reply
+		synctest.Wait()
+		h.take()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkLines(t, "Close", h.take(),
+			"1.1s released k lock fence=1 held=1.1s",
+			"1.1s renewed locks=1 failed=0 gone=0 in 100ms")
+	})
+}

@@ -30,6 +30,19 @@ const DefaultNamespace = "lock"
 // arithmetic of stores such as Redis.
 const MaxTTL = 365 * 24 * time.Hour
 
+// MinTTL is the shortest lease a lock may have, and the shortest bound
+// WithMaxHold and Job.LockAtMost take. Shorter ones are refused with an
+// error matching ErrInvalidArgument that names the value and this floor.
+//
+// An acquire counts only if its reply comes within the local lease (the
+// ttl less the safety margin): a later reply may come after the lease has
+// ended on the server. At 10 ms that leaves 9 ms for a round trip that takes
+// a fraction of a millisecond on a healthy network, and a few milliseconds
+// on a loaded machine whose scheduler stalls a goroutine now and then. A
+// shorter lease would fail such acquires as ErrUnavailable (a 1 ms lease
+// leaves 900 µs), reporting an outage where there is none.
+const MinTTL = 10 * time.Millisecond
+
 // DefaultSafetyMargin is the fraction of each lease by which the local lease
 // deadline ends before the earliest moment the server's lease can end, unless
 // WithSafetyMargin says otherwise.
@@ -127,6 +140,9 @@ type acquireConfig struct {
 	// backend's watchers (AcquireRequest.Notify, ReleaseRequest.Notify):
 	// Campaign's, for Observe.
 	notify bool
+	// tick is the tick a RunJob acquisition claims (JobTickBackend); nil
+	// for every other acquisition.
+	tick *tickClaim
 }
 
 // notifyWatchers makes the hold's acquisition wake change watchers, and its
@@ -223,8 +239,8 @@ func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOpt
 	if cfg.maxFailuresSet && cfg.maxFailures < 0 {
 		return cfg, invalid("WithMaxFailures count", cfg.maxFailures, "must not be negative")
 	}
-	if cfg.maxHoldSet && cfg.maxHold < time.Millisecond {
-		return cfg, invalid("WithMaxHold duration", cfg.maxHold, "must be at least 1ms")
+	if cfg.maxHoldSet && cfg.maxHold < MinTTL {
+		return cfg, invalid("WithMaxHold duration", cfg.maxHold, "must be at least MinTTL ("+MinTTL.String()+")")
 	}
 	if cfg.retry == nil {
 		return cfg, invalid("WithRetry strategy", nil, "must not be nil")
@@ -240,10 +256,16 @@ func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOpt
 	return cfg, nil
 }
 
-// checkTTL refuses a lease shorter than a millisecond or longer than MaxTTL.
+// checkTTL refuses a lease shorter than MinTTL or longer than MaxTTL.
 func checkTTL(ttl time.Duration) error {
-	if ttl < time.Millisecond || ttl > MaxTTL {
-		return invalid("ttl", ttl, "must be between 1ms and "+MaxTTL.String())
+	return checkLease("ttl", ttl)
+}
+
+// checkLease refuses a lease, named name, shorter than MinTTL or longer
+// than MaxTTL.
+func checkLease(name string, d time.Duration) error {
+	if d < MinTTL || d > MaxTTL {
+		return invalid(name, d, "must be between MinTTL ("+MinTTL.String()+") and MaxTTL ("+MaxTTL.String()+")")
 	}
 	return nil
 }

@@ -14,12 +14,17 @@ type ownerKey struct{}
 // process id plus a job id): two processes that use the same owner share the
 // lock. Without WithOwner nothing re-enters: a second acquisition of a held
 // key waits like any other.
+//
+// It panics when ctx is nil, as context.WithValue does.
 func WithOwner(ctx context.Context, owner string) context.Context {
+	mustContext("WithOwner", ctx)
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
 
-// OwnerFromContext returns the owner set by WithOwner, if any.
+// OwnerFromContext returns the owner set by WithOwner, if any. It panics
+// when ctx is nil.
 func OwnerFromContext(ctx context.Context) (owner string, ok bool) {
+	mustContext("OwnerFromContext", ctx)
 	owner, ok = ctx.Value(ownerKey{}).(string)
 	return owner, ok
 }

@@ -51,6 +51,19 @@ type place struct {
 	closed  bool // the waiter is leaving: no more offers
 }
 
+// reentrant reports whether the waiter acquires for an owner of its own
+// (WithOwner, Campaign, RunJob) rather than for its token alone.
+func (w *place) reentrant() bool { return w.req.Owner != w.req.Token }
+
+// handOffable reports whether a hand-off can serve the waiter. It takes the
+// lock for the waiter's token as its own owner (HandOffBackend), so it
+// cannot serve a re-entrant waiter, whose hold must carry its owner (so
+// that the owner's other acquisitions re-enter it); and it does not tell
+// change watchers of the new holder, which a waiter with Notify
+// (Campaign's, for Observe) needs. Such a waiter is woken by the release
+// and takes the lock with an attempt of its own.
+func (w *place) handOffable() bool { return !w.reentrant() && !w.req.Notify }
+
 // isHead reports whether w's turn has come.
 func (w *place) isHead() bool {
 	select {
@@ -96,7 +109,9 @@ func (q *waitQueues) leave(key string, w *place, acquired bool) {
 		}
 		line = append(line[:i], line[i+1:]...)
 		if i == 0 && len(line) > 0 {
-			line[0].afterAcquire = acquired
+			// A waiter of the same owner (WithOwner) re-enters the hold w
+			// took: it attempts at once rather than waiting for w's release.
+			line[0].afterAcquire = acquired && !(line[0].reentrant() && line[0].req.Owner == w.req.Owner)
 			close(line[0].turn)
 		}
 		break
@@ -123,12 +138,14 @@ func (q *waitQueues) released(key string) {
 
 // offer picks the head of key's line for a release that may hand it the
 // lock (HandOffBackend): nil when no one waits, or an offer to the head is
-// already in flight, or the head is leaving. The caller must settle it.
+// already in flight, or the head is leaving, or the head is one a hand-off
+// cannot serve (handOffable). The caller must settle it. Without an offer
+// the release wakes the head, which attempts at once.
 func (q *waitQueues) offer(key string) *place {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	line := q.lines[key]
-	if len(line) == 0 || line[0].offered || line[0].closed || len(line[0].handed) > 0 {
+	if len(line) == 0 || line[0].offered || line[0].closed || len(line[0].handed) > 0 || !line[0].handOffable() {
 		return nil
 	}
 	line[0].offered = true

@@ -38,10 +38,16 @@ const releaseAttempts = 2
 // one matching ErrUnavailable when the release could not be confirmed: the
 // Client then goes on releasing in the background until the server answers
 // (or the Client is closed), and the lease lapses on the server at the
-// latest. Later calls return nil, or the lock's error if Close released it.
+// latest. When the backend refused the client (ErrMisconfigured), it
+// returns that error and nothing is retried: the lease lapses on the
+// server. Either way the Lock counts as released. Later calls return nil,
+// or the lock's error if Close released it.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return errNilLock
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	return l.release(ctx, nil)
 }
@@ -65,7 +71,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		l.releasing = true
 		l.mu.Unlock()
 		l.expire()
-		return lockError("release", l.ref.Key, errors.Join(ErrNotHeld, l.Err()))
+		return lockError("release", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, l.Err()))
 	}
 	l.releasing = true
 	heldUntil := l.deadline
@@ -82,6 +88,12 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	}
 	res, err := c.sendReleaseTo(ctx, l.ops, l.releaseRequest(), heldUntil, offer)
 	switch {
+	case errors.Is(err, ErrMisconfigured):
+		// A retry would be refused too: the hold lapses on the server.
+		l.endReleased(ctx, released)
+		c.log.Warn("fencelock: release refused; the hold will lapse on the server",
+			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token), "error", err)
+		return err
 	case err != nil:
 		l.endReleased(ctx, released)
 		c.log.Warn("fencelock: release not confirmed; retrying in the background",
@@ -166,6 +178,9 @@ func (c *Client) sendReleaseTo(ctx context.Context, ops holdOps, req ReleaseRequ
 			return res, lockError("release", req.Key, err)
 		}
 		lastErr = err
+		if errors.Is(err, ErrMisconfigured) {
+			break // refused: a second request would be too
+		}
 		if !errors.Is(err, ErrNotSent) && sent.Before(heldUntil) {
 			mayHaveApplied = true
 		}
@@ -183,7 +198,9 @@ func (c *Client) sendReleaseTo(ctx context.Context, ops holdOps, req ReleaseRequ
 // them one at a time: while the server fails, it probes with one request
 // and backs off; once the server answers, it goes through the rest quickly.
 // Each release is retried until the server answers, for at least a minute
-// and twice its lease; Close gives them its release timeout.
+// and twice its lease; Close gives them its release timeout. A release the
+// backend refuses for the client's configuration (ErrMisconfigured) is
+// dropped at once: every retry would be refused.
 type releaser struct {
 	c *Client
 
@@ -277,7 +294,7 @@ func (r *releaser) run(idle chan struct{}) {
 				}
 			}
 			continue
-		case errors.Is(err, ErrInvalidArgument) || time.Now().After(p.giveUp):
+		case errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrMisconfigured) || time.Now().After(p.giveUp):
 			log.Warn("fencelock: gave up a background release; the hold will lapse on the server",
 				"key", p.req.Key, "token", shortToken(p.req.Token), "error", err)
 			continue

@@ -157,6 +157,9 @@ func (o *semaphoreOps) ttl(ctx context.Context, ref LockRef) (time.Duration, err
 // is the hold's, for Hooks.
 func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption,
 	check func() error, prim *primitive, kind Kind, single bool) (*Lock, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	defer c.ops.begin()()
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {

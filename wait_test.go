@@ -312,9 +312,8 @@ func TestContextAlreadyDone(t *testing.T) {
 		t.Fatalf("TryAcquire: %v, want context.Canceled", err)
 	}
 	_, err := c.Acquire(ctx, "done", time.Second)
-	var na *fencelock.NotAcquiredError
-	if !errors.As(err, &na) || !errors.Is(err, context.Canceled) || na.Attempts != 0 {
-		t.Fatalf("Acquire: %v, want ErrNotAcquired and context.Canceled after 0 attempts", err)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("Acquire: %v, want context.Canceled alone: the caller's, not contention", err)
 	}
 	// A clean-up would run in the background; Close waits for background
 	// releases, so after it every command the calls caused has been sent.

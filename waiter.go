@@ -20,8 +20,9 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 //     (HandOffBackend, handoff.go),
 //   - the fallback timer: the retry strategy's backoff, cut short at the
 //     holder's remaining lease,
-//   - the end of the wait: the caller's context, WithWait, Close, or too
-//     many consecutive failures.
+//   - the end of the wait: the caller's context, WithWait, Close, too
+//     many consecutive failures, or the backend refusing the client
+//     (ErrMisconfigured), which no retry can change.
 //
 // All attempts use one token, so an attempt whose reply was lost is
 // completed by the next one instead of leaving a hold behind.
@@ -46,6 +47,7 @@ type waiter struct {
 	holderTTL   time.Duration // the holder's remaining lease at the last answer
 	lastErr     error         // the last backend error
 	contended   bool          // the last attempt that finished found the lock held
+	refused     error         // the backend refused the client (ErrMisconfigured): the call ends with it
 	ambiguous   bool          // an attempt may have left a hold on the server
 	watchFailed bool          // the notifier refused: poll
 
@@ -63,6 +65,10 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		stop(lk != nil)
 		w.acquireDone(lk, err)
 	}()
+	if parent.Err() != nil {
+		// The caller has given up already: no attempt, no line, no watch.
+		return nil, w.giveUp()
+	}
 
 	if w.linesUp() && (c.queues.waiting(req.Key) || c.queues.holding(req.Key)) {
 		// Goroutines already waiting go first; and while this Client
@@ -219,11 +225,26 @@ func (w *waiter) attempt() (*Lock, error) {
 		return lk, nil
 	case errors.Is(err, ErrInvalidArgument):
 		return nil, lockError("acquire", w.req.Key, err) // the backend refused the names
+	case asTickClaimed(err) != nil:
+		// A RunJob attempt whose tick was claimed: there is nothing to
+		// wait for. An earlier attempt whose reply was lost took nothing
+		// (it would be a retry now), but a copy of it may still be on its
+		// way: have the backend refuse it.
+		if w.ambiguous {
+			w.c.releaser.addOps(w.ops(), ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+		}
+		return nil, err
 	case err != nil:
 		// Not sent: nothing on the server. Not replicated: the backend
 		// released what it had taken. Anything else may have left a hold.
 		if !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrNotReplicated) {
 			w.ambiguous = true
+		}
+		if errors.Is(err, ErrMisconfigured) {
+			// The store refused the client itself: no later attempt
+			// can succeed.
+			w.refused = err
+			return nil, nil
 		}
 		if w.ctx.Err() != nil || w.deadlinePassed() {
 			return nil, nil // cut short by the end of the wait: not a failure of its own
@@ -290,13 +311,15 @@ func (w *waiter) granted() *Lock {
 // Client holds the lock: an attempt would be refused, and would mark the
 // lock as waited for, so that its release would wake waiters instead of
 // handing the lock to this one. The lock's end wakes the head of the line.
+// A re-entrant waiter (WithOwner) is never held back: the hold may be its
+// owner's, which it re-enters at once (and no hand-off serves it anyway).
 func (w *waiter) heldHere() bool {
-	return w.place != nil && w.c.queues.holding(w.req.Key)
+	return w.place != nil && !w.place.reentrant() && w.c.queues.holding(w.req.Key)
 }
 
 // over reports whether the last attempt ends the call.
 func (w *waiter) over() bool {
-	return w.ctx.Err() != nil || w.singleAttempt() ||
+	return w.ctx.Err() != nil || w.singleAttempt() || w.refused != nil ||
 		(w.maxFailures > 0 && w.failures >= w.maxFailures)
 }
 
@@ -322,6 +345,10 @@ func (w *waiter) subscribe() bool {
 	}
 	if err != nil {
 		w.watchFailed = true
+		if errors.Is(err, ErrMisconfigured) {
+			w.refused = err // the store refused the subscription: sleep ends the call
+			return false
+		}
 		w.c.log.Debug("fencelock: release notifications unavailable; polling", "key", w.req.Key, "error", err)
 		return false
 	}
@@ -347,6 +374,9 @@ func (w *waiter) releases() <-chan struct{} {
 // sleep waits for a wake-up: a release, the fallback timer, or the end of
 // the wait. It reports whether the wait goes on.
 func (w *waiter) sleep() bool {
+	if w.refused != nil {
+		return false
+	}
 	w.rounds++
 	// At least a millisecond: a strategy returning zero or less must not
 	// turn waiting into a busy loop.
@@ -389,8 +419,8 @@ func (w *waiter) sleep() bool {
 }
 
 // giveUp cleans up after the attempts and says why the call failed: the
-// lock was held by someone else (NotAcquiredError), or the backend could not
-// be reached (UnavailableError).
+// lock was held by someone else (NotAcquiredError), the backend could not
+// be reached (UnavailableError), or it refused the client (ErrMisconfigured).
 func (w *waiter) giveUp() error {
 	if w.place != nil && w.c.queues.withdraw(w.place) {
 		// A release of this Client may have handed us the lock.
@@ -411,25 +441,44 @@ func (w *waiter) giveUp() error {
 		// rather than hold others up until it lapses.
 		w.c.releaser.addOps(w.cfg.prim.ops, ReleaseRequest{LockRef: w.req.LockRef}, 3*w.cfg.prim.keepAlive)
 	}
+	if w.refused != nil {
+		// The clean-up above is tried all the same: a refusal of the
+		// release notifications (channels) need not refuse a release.
+		return lockError("acquire", w.req.Key, w.refused)
+	}
+	// The caller's context ended the call, unless it is AcquireAll's
+	// bound of WithWait for all its keys (which is WithWait's elapsing).
+	callerEnded := w.parent.Err() != nil && !errors.Is(context.Cause(w.parent), errWaitElapsed)
 	var cause error
 	switch {
+	case callerEnded:
+		cause = ctxErr(w.parent)
 	case w.parent.Err() != nil:
 		cause = w.parent.Err()
 	case w.c.closed():
 		cause = ErrClosed
 	}
-	// Not replicated is not an outage: the server answered, and the lock
-	// could not be had on its terms.
-	if cause == ErrClosed || w.contended || w.attempts == 0 || errors.Is(w.lastErr, ErrNotReplicated) {
+	heldHere := w.heldHere()
+	switch {
+	// The lock was seen held: the last attempt found it so, or another
+	// call of this Client holds it. Not replicated is not an outage
+	// either: the server answered, and the lock could not be had on its
+	// terms.
+	case cause == ErrClosed || w.contended || heldHere || errors.Is(w.lastErr, ErrNotReplicated) ||
+		(w.attempts == 0 && !callerEnded): // WithWait elapsed while the call waited for its turn in line
 		return &NotAcquiredError{
 			Key:       w.req.Key,
 			Attempts:  w.attempts,
 			Waited:    time.Since(w.start),
 			HolderTTL: w.holderTTL,
-			HeldHere:  w.heldHere(),
+			HeldHere:  heldHere,
 			Cause:     cause,
 			LastErr:   w.lastErr,
 		}
+	case w.attempts == 0:
+		// The caller gave up before anything was learnt about the lock:
+		// its own error alone, neither "busy" nor "unavailable".
+		return lockError("acquire", w.req.Key, cause)
 	}
 	lastErr := w.lastErr
 	if lastErr == nil {

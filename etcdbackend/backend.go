@@ -99,20 +99,35 @@ func validity(secs int64, ttl time.Duration) time.Duration {
 // is granted for the hold (etcd has no way to create one inside a
 // transaction), then one transaction takes a free lock, re-enters, retries
 // or refuses. See the package documentation for the fence.
-func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (_ fencelock.AcquireResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Owner == "" {
 		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
+	res, err := b.acquire(ctx, req, nil)
+	return res.AcquireResult, err
+}
+
+// acquire is Acquire, and with tick, AcquireTick (jobtick.go): the
+// transaction then first checks the job's record, and writes it when the
+// lock is taken or kept.
+func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tick *tickClaim) (fencelock.TickResult, error) {
 	k := keysOf(req.Namespace, req.Key)
 	secs := leaseSeconds(req.TTL)
-	lease, err := b.cli.Grant(ctx, secs)
+	var lease *clientv3.LeaseGrantResponse
+	var err error
+	if tick == nil {
+		lease, err = b.cli.Grant(ctx, secs)
+	} else {
+		lease, err = tick.grant(ctx, b, secs) // the record's lease at the same time
+	}
 	if err != nil {
 		// The lock was not touched; a lease the server may have granted
 		// holds nothing and runs out by itself.
-		return fencelock.AcquireResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, err)
+		return fencelock.TickResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, err)
 	}
 	hold := k.hold(req.Token)
 	put := clientv3.OpPut(hold, req.Owner, clientv3.WithLease(lease.ID), clientv3.WithPrevKV())
@@ -122,17 +137,27 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	// Value compares fail on an empty range, so this is "held by owner"
 	// only where the range is known not to be empty.
 	allOwners := clientv3.Compare(clientv3.Value(k.holds), "=", req.Owner).WithRange(k.holdsEnd())
+	fresh := []clientv3.Op{mint(k, req.FenceFloor, lease.Revision), put, getLast}
+	kept := []clientv3.Op{put, getLast, clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly())}
+	if tick != nil {
+		fresh = append(fresh, tick.put(k))
+		kept = append(kept, tick.put(k))
+	}
+	take := clientv3.OpTxn(
+		[]clientv3.Cmp{noHolds},
+		fresh,
+		[]clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{allOwners},
+			kept,                    // re-entry or retry
+			[]clientv3.Op{getHolds}, // held by another owner
+		)},
+	)
+	if tick != nil {
+		take = clientv3.OpTxn(tick.claimed(k), []clientv3.Op{clientv3.OpGet(k.tick)}, []clientv3.Op{take})
+	}
 	resp, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k.tombstone(req.Token)), "=", 0)).
-		Then(clientv3.OpTxn(
-			[]clientv3.Cmp{noHolds},
-			[]clientv3.Op{mint(k, req.FenceFloor, lease.Revision), put, getLast}, // fresh
-			[]clientv3.Op{clientv3.OpTxn(
-				[]clientv3.Cmp{allOwners},
-				[]clientv3.Op{put, getLast, clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly())}, // re-entry or retry
-				[]clientv3.Op{getHolds}, // held by another owner
-			)},
-		)).
+		Then(take).
 		Else(getHolds). // tombstoned
 		Commit()
 	if err != nil {
@@ -140,8 +165,9 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		// a copy still on its way cannot apply later (its put fails on
 		// the missing lease); if it applied, the hold goes with the lease,
 		// which the Client's cleanup (a release with a tombstone) wants.
+		// A record it wrote keeps its lease: its claim may count.
 		b.revokeLater(lease.ID)
-		return fencelock.AcquireResult{}, err
+		return fencelock.TickResult{}, err
 	}
 	var holdsKVs []*mvccpb.KeyValue
 	switch {
@@ -149,13 +175,22 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		holdsKVs = resp.Responses[0].GetResponseRange().Kvs
 	default:
 		outer := resp.Responses[0].GetResponseTxn()
+		if tick != nil {
+			if outer.Succeeded { // the tick was claimed
+				b.revokeLater(lease.ID)
+				tick.unused(b)
+				return tick.claimedResult(outer.Responses[0].GetResponseRange())
+			}
+			outer = outer.Responses[0].GetResponseTxn()
+		}
 		if outer.Succeeded { // a fresh acquisition
 			fence, err := fenceOf(outer.Responses[2].GetResponseRange())
 			if err != nil {
-				return fencelock.AcquireResult{}, err
+				return fencelock.TickResult{}, err
 			}
 			b.remember(hold, holdLease{id: lease.ID, asked: secs})
-			return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
+			tick.written(b, outer.Responses)
+			return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}}, nil
 		}
 		inner := outer.Responses[0].GetResponseTxn()
 		if inner.Succeeded { // re-entry, or a retry of this token's acquire
@@ -164,16 +199,18 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 			}
 			fence, err := fenceOf(inner.Responses[1].GetResponseRange())
 			if err != nil {
-				return fencelock.AcquireResult{}, err
+				return fencelock.TickResult{}, err
 			}
 			b.remember(hold, holdLease{id: lease.ID, asked: secs})
+			tick.written(b, inner.Responses)
 			holds := int(inner.Responses[2].GetResponseRange().Count)
-			return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}, nil
+			return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}}, nil
 		}
 		holdsKVs = inner.Responses[0].GetResponseRange().Kvs
 	}
 	b.revokeLater(lease.ID) // refused: the lease holds nothing
-	return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holdsKVs)}, nil
+	tick.unused(b)
+	return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holdsKVs)}}, nil
 }
 
 // mint is the operation that records a fresh acquisition: it puts the
@@ -262,7 +299,8 @@ func (b *Backend) timeToLive(ctx context.Context, leases []clientv3.LeaseID) []l
 // Release gives up the hold in one round trip (two with a tombstone, whose
 // lease is granted first). The hold's lease is then revoked in the
 // background.
-func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
@@ -318,7 +356,8 @@ func (b *Backend) release(ctx context.Context, k keys, req fencelock.ReleaseRequ
 // seconds than its lease has (Refresh with a new ttl), or whose lease this
 // Backend does not know, is moved to a new lease: a grant and a
 // transaction more, for that hold.
-func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
+	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	return b.renew(ctx, reqs, keysOf)
 }
 
@@ -451,7 +490,8 @@ func (b *Backend) keepAlive(ctx context.Context, ids []clientv3.LeaseID) (map[cl
 // TTL returns the hold's remaining lease, rounded down to whole seconds by
 // etcd (at least a millisecond while the lease runs), in two round trips:
 // the hold, then its lease.
-func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}

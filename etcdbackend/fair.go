@@ -38,7 +38,8 @@ func (k keys) lineKey(token string) string { return k.line() + token }
 // joins the line, or keeps its place (its lease is renewed), for place. It
 // costs what Acquire does, with the place's lease renewed (or granted)
 // alongside the hold's.
-func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeFor time.Duration) (fencelock.AcquireResult, error) {
+func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeFor time.Duration) (_ fencelock.AcquireResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.AcquireResult{}, err
 	}

@@ -19,6 +19,9 @@ import (
 //	P "t/" token   a tombstone (ReleaseRequest.Tombstone): attached to a
 //	               lease of its own; while it exists, acquires with token
 //	               are refused
+//	P "tick"       the record of a job's last claimed tick (jobtick.go):
+//	               value = the tick, a NUL byte, the claiming token;
+//	               attached to a lease of its own, the record's life
 //	P "last"       the fence record, never deleted: its value is the base
 //	               (20 zero-padded decimal digits, usually 0) and its
 //	               ModRevision the revision of the last fresh acquisition;
@@ -30,11 +33,12 @@ type keys struct {
 	prefix string
 	holds  string // P "h/": the range of every hold
 	last   string
+	tick   string
 }
 
 func keysOf(namespace, key string) keys {
 	p := escape(namespace) + "/" + escape(key) + "/"
-	return keys{prefix: p, holds: p + "h/", last: p + "last"}
+	return keys{prefix: p, holds: p + "h/", last: p + "last", tick: p + "tick"}
 }
 
 func (k keys) hold(token string) string      { return k.holds + token }

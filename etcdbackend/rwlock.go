@@ -122,7 +122,8 @@ func (b *Backend) readRW(ctx context.Context, k rwKeys, token string) (*rwState,
 // when no writer holds the lock and no writer's intent is live. A refused
 // caller registers (or keeps, its lease renewed) its place for req.Place.
 // A fresh hold costs a lease grant, a read and a conditional write.
-func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (fencelock.AcquireResult, error) {
+func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fencelock.AcquireResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
@@ -329,7 +330,8 @@ func (b *Backend) leasesFor(ctx context.Context, secs int64, placeKey string, pl
 // ReleaseRW implements fencelock.RWLockBackend: it gives up the token's
 // hold and withdraws its intent or place; the writer's release admits the
 // readers then waiting. Remaining is 0.
-func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
@@ -375,12 +377,14 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 }
 
 // RenewRW implements fencelock.RWLockBackend, as Renew does for the lock.
-func (b *Backend) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *Backend) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
+	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	return b.renew(ctx, reqs, rwKeysFor)
 }
 
 // RWTTL implements fencelock.RWLockBackend, as TTL does for the lock.
-func (b *Backend) RWTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (b *Backend) RWTTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}

@@ -40,7 +40,8 @@ const permitRaces = 5
 // when fewer than req.Permits are live. A fresh permit costs three round
 // trips (a lease grant, a read, a conditional write); a retry with a token
 // that holds a permit moves it to the new lease, keeping its fence.
-func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (fencelock.AcquireResult, error) {
+func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (_ fencelock.AcquireResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
@@ -168,7 +169,8 @@ func (b *Backend) earliestTTL(ctx context.Context, permits []*mvccpb.KeyValue) t
 
 // ReleasePermit implements fencelock.SemaphoreBackend, as Release does for
 // the lock. Remaining is the number of permits left, which callers ignore.
-func (b *Backend) ReleasePermit(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) ReleasePermit(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(req.LockRef); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
@@ -179,12 +181,14 @@ func (b *Backend) ReleasePermit(ctx context.Context, req fencelock.ReleaseReques
 
 // RenewPermits implements fencelock.SemaphoreBackend, as Renew does for the
 // lock.
-func (b *Backend) RenewPermits(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *Backend) RenewPermits(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
+	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	return b.renew(ctx, reqs, semKeysOf)
 }
 
 // PermitTTL implements fencelock.SemaphoreBackend, as TTL does for the lock.
-func (b *Backend) PermitTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (b *Backend) PermitTTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}

@@ -16,14 +16,14 @@
 //	fencelock_hold_seconds{kind}                  histogram  time a released lock was held, from the sending of its acquiring request to its release
 //	fencelock_held_locks{kind}                    gauge      locks held now
 //	fencelock_waiters{kind}                       gauge      acquire calls waiting now for a lock someone else holds (or for the backend)
-//	fencelock_locks_lost_total{kind,reason}       counter    locks lost: reason "gone" (a renewal or release found the hold gone), "deadline" (not renewed in time), "max_hold" (WithMaxHold)
+//	fencelock_locks_lost_total{kind,reason}       counter    locks lost: reason "gone" (a renewal or release found the hold gone), "deadline" (not renewed in time), "max_hold" (WithMaxHold), "refused" (a renewal refused: fencelock.ErrMisconfigured)
 //	fencelock_renewals_total                      counter    automatic lease renewals sent
-//	fencelock_renewal_failures_total              counter    of those, renewals that got no answer (retried until the lock's deadline)
+//	fencelock_renewal_failures_total              counter    of those, renewals that failed: no answer (retried until the lock's deadline), or refused (the lock is lost)
 //	fencelock_renewal_batch_seconds               histogram  time from sending a batch of renewals (one round trip) to its answer
 //
 // kind is "lock", "semaphore", "read" or "write" (fencelock.Kind); outcome is
-// "acquired", "not_acquired", "unavailable", "invalid" or "closed"
-// (fencelock.AcquireOutcome).
+// "acquired", "not_acquired", "unavailable", "invalid", "closed", "canceled"
+// or "misconfigured" (fencelock.AcquireOutcome).
 //
 // Lock keys are not a label by default: a label value per key makes a
 // series per key, without bound. WithKeyLabel adds a "key" label to the
@@ -155,7 +155,7 @@ func New(opts ...Option) *Metrics {
 		}, lockLabels("kind")),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "fencelock_locks_lost_total",
-			Help:        "Locks lost: the hold was gone, the lease deadline passed without renewal, or WithMaxHold ended it.",
+			Help:        "Locks lost: the hold was gone, the lease deadline passed without renewal, WithMaxHold ended it, or a renewal was refused for the client's configuration.",
 			ConstLabels: cfg.constLabels,
 		}, lockLabels("kind", "reason")),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{
@@ -165,7 +165,7 @@ func New(opts ...Option) *Metrics {
 		}),
 		renewalFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name:        "fencelock_renewal_failures_total",
-			Help:        "Automatic lease renewals that got no answer from the backend (retried until the lock's deadline).",
+			Help:        "Automatic lease renewals that failed: no answer from the backend (retried until the lock's deadline), or refused for the client's configuration (the lock is lost).",
 			ConstLabels: cfg.constLabels,
 		}),
 		renewalBatch: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -181,13 +181,11 @@ func TestMetricsRedis(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lock taken away was not lost within 10s")
 	}
+	// The Lost hook runs just after Done is closed, on the keeper's
+	// goroutine: wait for it.
+	eventually(t, web, `fencelock_locks_lost_total{kind="lock",reason="gone"}`, "1")
+	eventually(t, web, `fencelock_held_locks{kind="lock"}`, "0")
 	lines = scrape(t, web)
-	if got := value(lines, `fencelock_locks_lost_total{kind="lock",reason="gone"}`); got != "1" {
-		t.Errorf(`fencelock_locks_lost_total{kind="lock",reason="gone"} = %q, want "1"`, got)
-	}
-	if got := value(lines, `fencelock_held_locks{kind="lock"}`); got != "0" {
-		t.Errorf(`fencelock_held_locks{kind="lock"} = %q after the loss, want "0"`, got)
-	}
 	if v := value(lines, "fencelock_renewals_total"); v == "0" || v == "" {
 		t.Errorf("fencelock_renewals_total = %q after renewals", v)
 	}
@@ -206,6 +204,10 @@ func TestMetricsRedis(t *testing.T) {
 		`fencelock_held_locks{kind="semaphore"}`: "1",
 		`fencelock_held_locks{kind="read"}`:      "1",
 	})
+	// A renewal of "r" above may have failed for real: every 100ms, each
+	// has 50ms to get its answer, which a loaded machine sometimes does not
+	// give (seen under stress-ng). Close itself adds no failure.
+	failures := value(scrape(t, web), "fencelock_renewal_failures_total")
 	c1.Close()
 	c2.Close()
 	expect(t, web, "after Close", map[string]string{
@@ -214,7 +216,7 @@ func TestMetricsRedis(t *testing.T) {
 		`fencelock_held_locks{kind="read"}`:              "0",
 		`fencelock_hold_seconds_count{kind="semaphore"}`: "1",
 		`fencelock_hold_seconds_count{kind="read"}`:      "1",
-		`fencelock_renewal_failures_total`:               "0",
+		`fencelock_renewal_failures_total`:               failures,
 	})
 
 	problems, err := testutil.GatherAndLint(reg)
@@ -318,7 +320,7 @@ fencelock_held_locks{key="stock",kind="lock",service="orders"} 1
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP fencelock_locks_lost_total Locks lost: the hold was gone, the lease deadline passed without renewal, or WithMaxHold ended it.
+# HELP fencelock_locks_lost_total Locks lost: the hold was gone, the lease deadline passed without renewal, WithMaxHold ended it, or a renewal was refused for the client's configuration.
 # TYPE fencelock_locks_lost_total counter
 fencelock_locks_lost_total{key="job",kind="lock",reason="deadline",service="orders"} 1
 `), "fencelock_locks_lost_total"); err != nil {

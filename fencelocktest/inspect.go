@@ -20,6 +20,7 @@ func init() {
 		{"InspectLeavesOutLapsedHolds", inspectLeavesOutLapsedHolds},
 		{"InspectChangesNothing", inspectChangesNothing},
 		{"InspectIdentity", inspectIdentity},
+		{"InspectOtherKinds", inspectOtherKinds},
 	}...)
 }
 
@@ -69,6 +70,12 @@ func inspectHeldLock(ctx context.Context, s *suite) {
 	tokens := make([]string, 0, len(info.Holds))
 	for _, h := range info.Holds {
 		tokens = append(tokens, h.Token)
+		if h.Kind != fencelock.KindLock || h.Fence != outer.Fence {
+			s.t.Fatalf("hold %s: kind %v, fence %d; want lock, the holder's fence %d", h.Token, h.Kind, h.Fence, outer.Fence)
+		}
+	}
+	if len(info.Others) != 0 || !info.AnyHeld() {
+		s.t.Fatalf("a held lock: Others %+v, AnyHeld %v; want no other holds, AnyHeld true", info.Others, info.AnyHeld())
 	}
 	if !slices.Equal(tokens, []string{"tok-a", "tok-b"}) {
 		s.t.Fatalf("holds %v, want [tok-a tok-b]", tokens)
@@ -150,4 +157,82 @@ func inspectIdentity(ctx context.Context, s *suite) {
 		s.t.Fatalf("a lock taken without identity: Identity %q, want none", info.Identity)
 	}
 	s.release(ctx, "k", "c")
+}
+
+// The permits of the semaphore and the read and write holds of the
+// read-write lock of a name are in Others, each with its kind, fence and
+// lease, sorted by kind then fence; the plain lock's fields say nothing of
+// them, and a lapsed or released one is left out. Backends that keep
+// neither have nothing to show.
+func inspectOtherKinds(ctx context.Context, s *suite) {
+	in := s.inspector()
+	sb, sem := s.b.(fencelock.SemaphoreBackend)
+	rb, rw := s.b.(fencelock.RWLockBackend)
+	if !sem && !rw {
+		s.t.Skipf("%T keeps neither semaphores nor read-write locks: nothing to inspect", s.b)
+	}
+	type hold struct {
+		kind  fencelock.Kind
+		token string
+		fence int64
+		ttl   time.Duration
+	}
+	var want []hold
+	if sem {
+		for _, tok := range []string{"p1", "p2"} {
+			res := s.permit(ctx, sb, "k", tok, 3, 10*time.Second)
+			if !res.Acquired {
+				s.t.Fatalf("permit %s: %+v", tok, res)
+			}
+			want = append(want, hold{fencelock.KindSemaphore, tok, res.Fence, 10 * time.Second})
+		}
+		if res := s.permit(ctx, sb, "k", "short", 3, 100*time.Millisecond); !res.Acquired {
+			s.t.Fatalf("short permit: %+v", res)
+		}
+		s.waitHoldLapsed(ctx, semOps(sb), "k", "short", 5*time.Second)
+	}
+	if rw {
+		for _, tok := range []string{"r1", "r2"} {
+			res := s.rw(ctx, rb, "k", tok, read, 20*time.Second, 0)
+			if !res.Acquired {
+				s.t.Fatalf("reader %s: %+v", tok, res)
+			}
+			want = append(want, hold{fencelock.KindRead, tok, res.Fence, 20 * time.Second})
+		}
+	}
+	check := func(key string, want []hold) {
+		s.t.Helper()
+		info := s.inspect(ctx, in, key)
+		if info.Held || info.Owner != "" || info.Fence != 0 || len(info.Holds) != 0 || info.TTL != 0 || !info.AnyHeld() {
+			s.t.Fatalf("%s, its plain lock free: %+v, want Held false and the lock's fields zero, AnyHeld true", key, info)
+		}
+		if len(info.Others) != len(want) {
+			s.t.Fatalf("%s: Others %+v, want %d holds", key, info.Others, len(want))
+		}
+		for i, h := range info.Others {
+			w := want[i]
+			if h.Kind != w.kind || h.Token != w.token || h.Fence != w.fence || h.TTL <= 0 || h.TTL > s.leaseGiven(ctx, w.ttl) {
+				s.t.Fatalf("%s: Others[%d] = %+v, want %v token %s fence %d with a lease of at most %v", key, i, h, w.kind, w.token, w.fence, w.ttl)
+			}
+		}
+	}
+	check("k", want)
+	// The plain lock's fields are its own.
+	lock := s.acquire(ctx, "k", "lock", "", 10*time.Second)
+	if info := s.inspect(ctx, in, "k"); !info.Held || info.Fence != lock.Fence || len(info.Holds) != 1 || len(info.Others) != len(want) {
+		s.t.Fatalf("with the plain lock held too: %+v, want it held with fence %d, and %d other holds", info, lock.Fence, len(want))
+	}
+	s.release(ctx, "k", "lock")
+	if sem {
+		s.holdRelease(ctx, semOps(sb), "k", "p1", 0)
+		want = want[1:]
+	}
+	check("k", want)
+	if rw {
+		w := s.rw(ctx, rb, "writer", "w", write, 10*time.Second, 0)
+		if !w.Acquired {
+			s.t.Fatalf("writer: %+v", w)
+		}
+		check("writer", []hold{{fencelock.KindWrite, "w", w.Fence, 10 * time.Second}})
+	}
 }

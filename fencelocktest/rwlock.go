@@ -22,6 +22,7 @@ func init() {
 		{"RWReadersTurnAfterWriter", rwCheck(rwReadersTurn)},
 		{"RWAdmittedReaderLapses", rwCheck(rwAdmittedReaderLapses)},
 		{"RWLapsedReaderFreesWriter", rwCheck(rwLapsedReaderFreesWriter)},
+		{"RWLapsedWriterLetsReadersIn", rwCheck(rwLapsedWriterLetsReadersIn)},
 		{"RWRetryIsIdempotent", rwCheck(rwRetryIsIdempotent)},
 		{"RWRenew", rwCheck(rwRenew)},
 		{"RWTombstone", rwCheck(rwTombstone)},
@@ -175,6 +176,38 @@ func rwLapsedReaderFreesWriter(ctx context.Context, s *suite, rb fencelock.RWLoc
 	}
 	if res := s.holdRenew(ctx, ops, "k", "r", 30*time.Second); res.Held {
 		s.t.Fatalf("renewal of the lapsed reader: %+v, want Held false", res)
+	}
+}
+
+// A writer whose lease ended (its process was killed: nobody renews it or
+// releases it) no longer keeps readers out, however many readers keep
+// their places alive meanwhile: a waiting reader's next attempt, and a
+// reader's single attempt, get in at once, and the writer's hold cannot be
+// renewed.
+func rwLapsedWriterLetsReadersIn(ctx context.Context, s *suite, rb fencelock.RWLockBackend) {
+	ops := rwOps(rb)
+	w := s.rw(ctx, rb, "k", "w", write, 300*time.Millisecond, 0)
+	if !w.Acquired {
+		s.t.Fatalf("writer of a free lock: %+v", w)
+	}
+	// Readers wait with places that outlive the writer's lease, and keep
+	// them alive, as waiting readers do while their attempts are refused.
+	for _, tok := range []string{"waiting", "other"} {
+		if res := s.rw(ctx, rb, "k", tok, read, 30*time.Second, 30*time.Second); res.Acquired {
+			s.t.Fatalf("reader %s while the writer holds: %+v, want refused", tok, res)
+		}
+	}
+	s.waitHoldLapsed(ctx, ops, "k", "w", 5*time.Second)
+	if res := s.rw(ctx, rb, "k", "poller", read, 30*time.Second, 0); !res.Acquired || res.Fence <= w.Fence {
+		s.t.Fatalf("a reader's single attempt after the writer's lease ended: %+v, want acquired with a fence above %d", res, w.Fence)
+	}
+	for _, tok := range []string{"waiting", "other"} {
+		if res := s.rw(ctx, rb, "k", tok, read, 30*time.Second, 30*time.Second); !res.Acquired || res.Fence <= w.Fence {
+			s.t.Fatalf("waiting reader %s after the writer's lease ended: %+v, want acquired with a fence above %d", tok, res, w.Fence)
+		}
+	}
+	if res := s.holdRenew(ctx, ops, "k", "w", 30*time.Second); res.Held {
+		s.t.Fatalf("renewal of the lapsed writer: %+v, want Held false", res)
 	}
 }
 

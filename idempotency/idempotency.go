@@ -192,8 +192,8 @@ func (g *Guard) Do(ctx context.Context, scope, key string, op Operation, opts ..
 	if g.store == nil {
 		return Result{}, invalid("store", nil, "New needs a *Store (NewStore)")
 	}
-	if g.lockTTL < 3*time.Millisecond {
-		return Result{}, invalid("WithLockTTL", g.lockTTL, "must be at least 3ms")
+	if g.lockTTL < fencelock.MinTTL {
+		return Result{}, invalid("WithLockTTL", g.lockTTL, "must be at least fencelock.MinTTL ("+fencelock.MinTTL.String()+")")
 	}
 	if g.wait < 0 {
 		return Result{}, invalid("WithWait", g.wait, "must not be negative")

@@ -136,23 +136,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	k := keysFor(req.Namespace, req.Key)
 	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
-		// The owner is the token unless WithOwner says otherwise: one
-		// boxing (an allocation) serves both.
-		token := any(req.Token)
-		owner := token
-		if req.Owner != req.Token {
-			owner = req.Owner
-		}
-		args := []any{owner, token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
-		// A process with a waiter for the key gets in line for its turn
-		// if refused (turnFunctions).
-		process := b.notifier.waitingProcess(k.channel)
-		if process != "" || req.Identity != "" {
-			args = append(args, process)
-		}
-		if req.Identity != "" {
-			args = append(args, req.Identity)
-		}
+		args := b.acquireArgs(k, req)
 		var vals []int64
 		var err error
 		if b.ack != nil {
@@ -169,6 +153,28 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		b.notifyAcquired(ctx, req, res, k)
 	}
 	return res, err
+}
+
+// acquireArgs are the ARGV of the acquire script for req on the lock k.
+func (b *Backend) acquireArgs(k lockKeys, req fencelock.AcquireRequest) []any {
+	// The owner is the token unless WithOwner says otherwise: one boxing
+	// (an allocation) serves both.
+	token := any(req.Token)
+	owner := token
+	if req.Owner != req.Token {
+		owner = req.Owner
+	}
+	args := []any{owner, token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
+	// A process with a waiter for the key gets in line for its turn if
+	// refused (turnFunctions).
+	process := b.notifier.waitingProcess(k.channel)
+	if process != "" || req.Identity != "" {
+		args = append(args, process)
+	}
+	if req.Identity != "" {
+		args = append(args, req.Identity)
+	}
+	return args
 }
 
 // Release implements fencelock.Backend.
@@ -488,6 +494,8 @@ func (b *Backend) Close() error {
 // Close waits for it. When none of f's commands had been written to a
 // connection yet (go-redis was still dialing, or waiting for a pooled
 // connection), none ever will be, and the error matches fencelock.ErrNotSent.
+// A refusal of the client's credentials or permissions, by whichever of
+// f's commands, matches fencelock.ErrMisconfigured (misconfigured).
 //
 // Returning early takes a goroutine that runs f while the caller waits, and
 // that hand-over costs about as much client CPU as the request itself. It
@@ -502,7 +510,7 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 	if ctx.Done() == nil {
 		val, err := f(ctx)
 		b.noteFailure(err)
-		return val, err
+		return val, misconfigured(err)
 	}
 	if _, ok := ctx.Deadline(); ok && b.contextDeadlines {
 		return runInline(b, ctx, f)
@@ -520,7 +528,7 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 	select {
 	case r := <-done:
 		b.noteFailure(r.err)
-		return r.val, r.err
+		return r.val, misconfigured(r.err)
 	case <-ctx.Done():
 		var zero T
 		b.noteFailure(ctx.Err())
@@ -553,7 +561,7 @@ func runInline[T any](b *Backend, ctx context.Context, f func(context.Context) (
 	}
 	if cerr == nil {
 		b.noteFailure(err)
-		return val, err
+		return val, misconfigured(err)
 	}
 	b.noteFailure(cerr)
 	var zero T
@@ -595,7 +603,9 @@ func checkLease(name string, d time.Duration) error {
 
 // classify marks errors of requests that were certainly not sent (no
 // connection could be had) with fencelock.ErrNotSent, so that the Client
-// knows no clean-up is needed.
+// knows no clean-up is needed, and refusals of the client's credentials or
+// permissions with fencelock.ErrMisconfigured (misconfigured), so that it
+// does not retry them.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -605,7 +615,7 @@ func classify(err error) error {
 		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
 		return fmt.Errorf("%w: %w", fencelock.ErrNotSent, err)
 	}
-	return err
+	return misconfigured(err)
 }
 
 // noteFailure reacts to an error of a request. On Cluster, a master that

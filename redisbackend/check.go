@@ -13,10 +13,18 @@ var _ fencelock.Checker = (*Backend)(nil)
 // server runs Lua scripts (some managed Redis services refuse EVAL).
 var checkScript = newScript(`return 1`)
 
+// checkLock is the lock whose keys and channel Check uses, in the
+// namespace checked: an ACL that lets a user at the namespace's keys and
+// channels (~NS:* &NS:*) lets it at these.
+const checkLock = "fencelock-check"
+
 // Check implements fencelock.Checker: an invalid option of the Backend
 // (WithReplicaAck) or a namespace that would break the Cluster hash tag is
-// an invalid argument; otherwise it sends PING and a one-line script, and
-// returns the error if the server cannot be reached or refuses scripts.
+// an invalid argument; otherwise it sends PING, a one-line script on a key
+// of the namespace, and a PUBLISH on a channel of the namespace (releases
+// publish there when someone waits), and returns the error if the server
+// cannot be reached, refuses scripts, or refuses the client's credentials
+// or its user's permission for any of these (fencelock.ErrMisconfigured).
 func (b *Backend) Check(ctx context.Context, namespace string) error {
 	if b.optErr != nil {
 		return b.optErr
@@ -24,12 +32,17 @@ func (b *Backend) Check(ctx context.Context, namespace string) error {
 	if err := checkNames(namespace, "key"); err != nil {
 		return err
 	}
+	k := keysFor(namespace, checkLock)
 	return guardErr(b, ctx, func(ctx context.Context) error {
 		if err := b.rdb.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("redisbackend: PING: %w", err)
 		}
-		if err := b.scripts.run(ctx, b.rdb, checkScript, []string{"{fencelock-check}"}).Err(); err != nil {
+		if err := b.scripts.run(ctx, b.rdb, checkScript, []string{k.lock}).Err(); err != nil {
 			return fmt.Errorf("redisbackend: running a Lua script: %w", err)
+		}
+		// Nobody waits for this lock: the message wakes no one.
+		if err := b.rdb.Publish(ctx, k.channel, "check").Err(); err != nil {
+			return fmt.Errorf("redisbackend: PUBLISH on %s: %w", k.channel, err)
 		}
 		return nil
 	})

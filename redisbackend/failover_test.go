@@ -365,8 +365,8 @@ func TestReleaseDuringFailoverLeavesNoGhost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Holds != 1 || len(info.Tokens) != 1 || info.Tokens[0] != r.lk.Token() {
-				t.Errorf("holds on the new master: %d %v, want only the contender's %s", info.Holds, info.Tokens, r.lk.Token())
+			if len(info.Holds) != 1 || info.Holds[0].Token != r.lk.Token() {
+				t.Errorf("holds on the new master: %+v, want only the contender's %s", info.Holds, r.lk.Token())
 			}
 			if _, err := bed.waitFailover(old); err != nil {
 				t.Fatal(err)

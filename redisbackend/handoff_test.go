@@ -143,3 +143,66 @@ func TestHandOffDoesNotStarveOtherProcess(t *testing.T) {
 	t.Logf("the other process got the lock after %d of the busy Client's cycles", cycles.Load()-before)
 	lk.Release(ctx)
 }
+
+// A re-entrant waiter (WithOwner) of the Client that holds the lock cannot
+// be served by a hand-off (its hold must carry its owner): the release
+// succeeds, frees the lock and wakes it, and it takes the lock as its owner
+// at once, not when the holder's lease would have ended.
+func TestHandOffReentrantWaiter(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	waiting := make(chan struct{}, 1)
+	c := fencelock.New(redisbackend.New(rdb), fencelock.WithHooks(fencelock.Hooks{
+		WaitStart: func(context.Context, fencelock.WaitEvent) {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		},
+	}))
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	const lease = time.Minute
+	holder, err := c.Acquire(ctx, "k", lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *fencelock.Lock, 1)
+	go func() {
+		lk, err := c.Acquire(fencelock.WithOwner(ctx, "job-7"), "k", lease, fencelock.WithWait(40*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the re-entrant waiter did not begin to wait within 30s")
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("Release with a re-entrant waiter of the same Client: %v", err)
+	}
+	var lk *fencelock.Lock
+	select {
+	case lk = <-got:
+	case <-time.After(20 * time.Second): // a third of the holder's lease: the release woke it
+		t.Fatal("the re-entrant waiter did not get the lock within 20s of the release")
+	}
+	if lk == nil {
+		t.FailNow()
+	}
+	info, err := c.Inspect(ctx, "k")
+	if err != nil || info.Owner != "job-7" || info.Fence != lk.Fence() {
+		t.Fatalf("Inspect after the release: %+v %v, want held by job-7 with fence %d", info, err, lk.Fence())
+	}
+	again, err := c.TryAcquire(fencelock.WithOwner(ctx, "job-7"), "k", lease)
+	if err != nil || again.Holds() != 2 {
+		t.Fatalf("re-entry by job-7: %v holds %d, want 2 holds", err, again.Holds())
+	}
+	again.Release(ctx)
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -70,13 +70,27 @@ func (k holdKeys) renewKeys() []string {
 // now_us and mint_fence).
 const holdFunctions = `
 -- prune_holds drops the holds whose lease ended by now (ms), with their
--- fences, and the writer mark of a writer that lapsed.
+-- fences, and the writer mark of a writer whose hold is gone. The holds
+-- set may have expired as a whole (it expires with its latest lease) while
+-- places keep info alive: then no hold is left to find lapsed, and the
+-- marks of info are checked against the set all the same.
 local function prune_holds(holds, info, now)
   local gone = redis.call('ZRANGEBYSCORE', holds, '-inf', now)
-  if #gone == 0 then return end
-  redis.call('ZREMRANGEBYSCORE', holds, '-inf', now)
-  for i = 1, #gone do
-    redis.call('HDEL', info, 'f:' .. gone[i])
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', holds, '-inf', now)
+    for i = 1, #gone do
+      redis.call('HDEL', info, 'f:' .. gone[i])
+    end
+  end
+  if redis.call('ZCARD', holds) == 0 then
+    -- No live hold: no fence or writer mark of info is anyone's.
+    local fields = redis.call('HKEYS', info)
+    for i = 1, #fields do
+      if fields[i] == 'writer' or string.sub(fields[i], 1, 2) == 'f:' then
+        redis.call('HDEL', info, fields[i])
+      end
+    end
+    return
   end
   local writer = redis.call('HGET', info, 'writer')
   if writer and not redis.call('ZSCORE', holds, writer) then

@@ -3,11 +3,13 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestInspect(t *testing.T) {
@@ -41,7 +43,7 @@ func TestInspect(t *testing.T) {
 		}
 		return info.Waiters == 1
 	})
-	if !info.Held || info.Owner != "worker-7" || info.Fence != lk.Fence() || info.Holds != 2 || len(info.Tokens) != 2 {
+	if !info.Held || info.Owner != "worker-7" || info.Fence != lk.Fence() || len(info.Holds) != 2 {
 		t.Fatalf("held lock: %+v", info)
 	}
 	if info.TTL <= 30*time.Second || info.TTL > time.Minute {
@@ -56,11 +58,8 @@ func TestInspect(t *testing.T) {
 
 // Inspect reports the live holds of a lock: their count and their tokens,
 // not a lapsed re-entrant hold that is still in the hash.
-//
-// Failed from the per-hold lease layout (017b003) until c63b9bd: Inspect
-// read the hold count from the "holds" field, which the scripts no longer
-// write (Holds was always 0), and listed every t:TOKEN field as a hold,
-// including lapsed ones that no script had pruned yet.
+// The count comes from the per-hold fields, not a stored total, and a hold
+// whose lease lapsed but that no script has pruned yet is not listed.
 func TestInspectCountsLiveHolds(t *testing.T) {
 	b, _ := newBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -77,8 +76,8 @@ func TestInspectCountsLiveHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Holds != 2 || len(info.Tokens) != 2 {
-		t.Errorf("two live holds: Holds %d, Tokens %v", info.Holds, info.Tokens)
+	if len(info.Holds) != 2 {
+		t.Errorf("two live holds: %+v", info.Holds)
 	}
 
 	// A re-entrant hold whose lease lapses stays in the hash until a script
@@ -95,8 +94,91 @@ func TestInspectCountsLiveHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Holds != 2 || len(info.Tokens) != 2 || len(info.HoldLeases) != 2 {
-		t.Errorf("two live holds and a lapsed one: Holds %d, Tokens %v, leases %v; want 2 and [inner outer]",
-			info.Holds, info.Tokens, info.HoldLeases)
+	if len(info.Holds) != 2 || info.Holds[0].Token != "inner" || info.Holds[1].Token != "outer" {
+		t.Errorf("two live holds and a lapsed one: %+v; want inner and outer", info.Holds)
 	}
+}
+
+// Inspect shows the permits of the semaphore and the read and write holds
+// of the read-write lock of a name, with their kinds, fences and leases,
+// beside the plain lock (free here), and the places of waiting writers,
+// all in one round trip.
+func TestInspectOtherKinds(t *testing.T) {
+	b, rdb := newBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace("shop"))
+	defer c.Close()
+
+	sem := c.Semaphore("partner-api", 3)
+	var permits []*fencelock.Lock
+	for range 3 {
+		lk, err := sem.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, lk)
+	}
+	reader, err := c.RWLock("partner-api").TryAcquireRead(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	writerDone := make(chan struct{})
+	go func() { c.RWLock("partner-api").AcquireWrite(wctx, time.Minute); close(writerDone) }()
+	defer func() { stop(); <-writerDone }()
+
+	var info redisbackend.Inspection
+	pollUntil(t, 20*time.Second, "the writer's intent and subscription", func() bool {
+		if info, err = b.Inspect(ctx, "shop", "partner-api"); err != nil {
+			t.Fatal(err)
+		}
+		return info.RW.WaitingWriters == 1 && info.RW.Waiters == 1
+	})
+	if info.Held || len(info.Holds) != 0 || !info.AnyHeld() {
+		t.Fatalf("the plain lock is free, the name is not: %+v", info)
+	}
+	if len(info.Others) != 4 {
+		t.Fatalf("Others: %+v, want 3 permits and a reader", info.Others)
+	}
+	for i, want := range append(permits, reader) {
+		h := info.Others[i]
+		if h.Token != want.Token() || h.Fence != want.Fence() || h.TTL <= 0 || h.TTL > time.Minute {
+			t.Errorf("Others[%d] = %+v, want token %s, fence %d", i, h, want.Token(), want.Fence())
+		}
+		if i == 3 && h.Kind != fencelock.KindRead || i < 3 && h.Kind != fencelock.KindSemaphore {
+			t.Errorf("Others[%d] kind %v", i, h.Kind)
+		}
+	}
+	if info.Semaphore.Key != "shop:{partner-api}:sem" || info.Semaphore.LastFence != permits[2].Fence() ||
+		info.RW.Key != "shop:{partner-api}:rw" || info.RW.LastFence != reader.Fence() {
+		t.Errorf("particulars: semaphore %+v, read-write %+v", info.Semaphore, info.RW)
+	}
+
+	// The write hold, once the reader leaves; one round trip per look.
+	reader.Release(ctx)
+	pollUntil(t, 20*time.Second, "the writer's hold", func() bool {
+		info, err = b.Inspect(ctx, "shop", "partner-api")
+		return err == nil && len(info.Others) == 4 && info.Others[3].Kind == fencelock.KindWrite
+	})
+	var trips countTrips
+	rdb.AddHook(&trips)
+	if _, err := b.Inspect(ctx, "shop", "partner-api"); err != nil {
+		t.Fatal(err)
+	}
+	if n := trips.n.Load(); n != 1 {
+		t.Errorf("Inspect made %d round trips, want 1", n)
+	}
+}
+
+// countTrips counts the round trips of a go-redis client: commands and
+// pipelines.
+type countTrips struct{ n atomic.Int64 }
+
+func (h *countTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *countTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }

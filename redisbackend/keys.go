@@ -52,6 +52,14 @@ import (
 //	                        number. Both outlive the longest place: a join
 //	                        that finds them ending within its place sets
 //	                        them to end two places from now.
+//	NS:{KEY}:tick           hash, expiring with the record's life: the
+//	                        record of a job's last claimed tick
+//	                        (fencelock.JobTickBackend, jobtick.go), for the
+//	                        lock of a job (KEY is "job:" + its name):
+//	                          tick   the tick (its UTC time, fixed width)
+//	                          token  the token of the run that claimed it
+//	                          ptick, ptoken  the claim it replaced, put
+//	                                 back if this one is undone
 //	NS:{KEY}:released       pub/sub channel: a message when the lock is freed
 //	                        ("released"), when a fair waiter's turn has come
 //	                        ("next:TOKEN"), or when a release granted the
@@ -144,6 +152,10 @@ func keysFor(namespace, key string) lockKeys {
 func (k lockKeys) tombstone(token string) string {
 	return k.base + ":tombstone:" + token
 }
+
+// tick is the name of the record of the job's last claimed tick
+// (jobtick.go).
+func (k lockKeys) tick() string { return k.base + ":tick" }
 
 // queue and queueEnds are the line of fair waiters (fair.go).
 func (k lockKeys) queue() string     { return k.base + ":queue" }

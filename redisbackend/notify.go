@@ -69,9 +69,21 @@ type notifier struct {
 	// (otherTurnGrace; tests shorten or lengthen it).
 	turnGrace time.Duration
 
+	// refusal is the current refusal, open until the server refuses a
+	// SUBSCRIBE (the client's credentials, or its user's permission for
+	// the channel): refuse then closes it, and the watches waiting for
+	// their subscriptions fail with its error.
+	refusal *refusal
+
 	kick chan struct{} // buffered: the subscriber has work
 	quit chan struct{}
 	loop sync.WaitGroup // the receiver and the subscriber
+}
+
+// refusal is a refusal of a SUBSCRIBE, to come or come (notifier.refuse).
+type refusal struct {
+	done chan struct{} // closed once err is set
+	err  error         // matches fencelock.ErrMisconfigured
 }
 
 // otherTurnGrace is how long the plain waiters of a process wait, after a
@@ -140,6 +152,7 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 		turnGrace:    otherTurnGrace,
 		ownChannels:  map[string]bool{},
 		grantees:     map[string]chan struct{}{},
+		refusal:      &refusal{done: make(chan struct{})},
 		kick:         make(chan struct{}, 1),
 		quit:         make(chan struct{}),
 	}
@@ -148,7 +161,11 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 // watch registers a waiter on name and returns once the subscription is
 // confirmed, ctx ends, or the ready timeout passes (the waiter then relies
 // on its timer until messages flow). A change watcher (changes) is woken by
-// every message of the channel, "acquired" too.
+// every message of the channel, "acquired" too. It fails with an error
+// matching fencelock.ErrMisconfigured when the server refuses a SUBSCRIBE
+// meanwhile (the client's credentials, or its user's permission for the
+// channel): the reply does not say which channel it refused, but an ACL
+// that refuses one of a namespace's channels refuses them all.
 func (n *notifier) watch(ctx context.Context, name string, changes bool) (*fencelock.Watch, error) {
 	return n.register(ctx, "", name, watcher{changes: changes})
 }
@@ -193,6 +210,7 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 		go n.receive(n.ps)
 		go n.subscriber(n.ps)
 	}
+	refused := n.refusal
 	ch := n.channelLocked(name)
 	ch.watchers[wake] = wr
 	if wr.plain() {
@@ -212,7 +230,11 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	grantsReady := closedChan
 	if token != "" {
 		n.grantees[token] = wake
-		grantsReady = n.ownChannelLocked(n.grantChannel(namespace)).ready
+		grants := n.ownChannelLocked(n.grantChannel(namespace))
+		if !grants.subscribed {
+			n.markDirty(n.grantChannel(namespace)) // its SUBSCRIBE was refused: try again
+		}
+		grantsReady = grants.ready
 	}
 	n.mu.Unlock()
 
@@ -227,6 +249,9 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	for _, ready := range [...]chan struct{}{ready, grantsReady} {
 		select {
 		case <-ready:
+		case <-refused.done:
+			w.Stop()
+			return nil, fmt.Errorf("redisbackend: subscribing to %s: %w", name, refused.err)
 		case <-timer.C:
 			return w, nil
 		case <-ctx.Done():
@@ -339,6 +364,12 @@ func (n *notifier) subscriber(ps *redis.PubSub) {
 				err = ps.Unsubscribe(ctx, name)
 			}
 			cancel()
+			if refused(err) {
+				// go-redis could not log the connection in: trying again
+				// cannot help. The next watch tries.
+				n.refuse(err)
+				continue
+			}
 			n.changed(name, subscribe, err)
 			if err != nil {
 				select { // the connection is down: go-redis will reconnect
@@ -409,6 +440,11 @@ func (n *notifier) receive(ps *redis.PubSub) {
 	backoff := 10 * time.Millisecond
 	for {
 		msg, err := ps.Receive(context.Background())
+		if refused(err) {
+			// A SUBSCRIBE refused; the connection is fine.
+			n.refuse(err)
+			continue
+		}
 		if err != nil {
 			if n.isClosed() {
 				return
@@ -427,6 +463,25 @@ func (n *notifier) receive(ps *redis.PubSub) {
 			}
 		case *redis.Message:
 			n.wake(m.Channel, m.Payload)
+		}
+	}
+}
+
+// refuse handles the refusal of a SUBSCRIBE (refused): the watches waiting
+// for a subscription fail with it (register), and the channels whose
+// subscription is not confirmed are taken as not subscribed, and left so:
+// retrying cannot help until the configuration changes, and the next
+// watch of a channel tries again.
+func (n *notifier) refuse(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r := n.refusal
+	n.refusal = &refusal{done: make(chan struct{})}
+	r.err = misconfigured(err)
+	close(r.done)
+	for _, ch := range n.channels {
+		if ch.subscribed && !ch.confirmed {
+			ch.subscribed, ch.pending = false, 0
 		}
 	}
 }

@@ -331,7 +331,13 @@ const turnKeepMs = 5000
 // client's floor (the largest fence it has seen), so tokens keep growing
 // after a restart that lost the counter (no persistence) or a failover to a
 // replica that missed it.
-var acquireScript = newScript(takeFunctions + `
+var acquireScript = newScript(takeFunctions + acquireBody)
+
+// acquireBody is the acquire script after its helpers (takeFunctions). It
+// reads KEYS and ARGV as the acquire script's: the job-tick script runs it
+// as a function whose parameters are named KEYS and ARGV too
+// (acquireTickScript).
+const acquireBody = `
 local lock, counter, tombstone = KEYS[1], KEYS[2], KEYS[3]
 local owner, hold, ttl, counterTTL, floor = ARGV[1], 't:' .. ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -384,7 +390,7 @@ elseif not waited then
   redis.call('HSET', lock, 'waited', '1')
 end
 return {0, 0, 0, latest - now}
-`)
+`
 
 // releaseScript drops one hold, if the lock has it and its lease is running;
 // the last hold deletes the lock and, if an acquire found it held meanwhile,

@@ -48,6 +48,52 @@
 // (Release returns, whatever the outcome); holds never released (an
 // acquire that gave up without a release, a crashed Client) keep theirs
 // until 10,000 newer ones push them out, oldest first.
+//
+// # Job ticks
+//
+// RunJob needs a record of each job's last claimed tick
+// (fencelock.JobTickBackend). Each master keeps one as the Redis backend
+// does, and decides an attempt as that backend's script does: a record
+// naming the tick or a later one (other than this attempt's own claim, a
+// retry) refuses it as claimed; otherwise the master grants or refuses
+// the lock, and writes the record when it grants. The tick's run begins only when a
+// majority granted, as for any acquisition.
+//
+// Why a tick runs at most once: a run began because a majority M granted
+// its claim, so every master of M wrote its record. A later attempt for
+// that tick or an earlier one needs grants from a majority too, which
+// shares a master with M (two majorities of an odd number of masters
+// intersect); that master's record names the tick or a later one (a
+// master's record only moves to later ticks, except by the undo below,
+// which never touches a claim that counted), so it refuses as claimed, and
+// the later attempt cannot reach a majority. As for fences, this holds as
+// long as a master does not forget: a master restarted without persistence
+// must stay down for longer than the record's life.
+//
+// An attempt short of a majority is undone on the masters that granted it:
+// its holds released, and its claims taken back (redisbackend's
+// UndoTickClaim puts back the claim each replaced). Without that, two
+// instances that each won some masters for the same tick, neither a
+// majority (or one master down and a split of the others), would leave
+// records on every master, and every attempt after would be refused as
+// claimed: the tick would never run. A master whose undo was not
+// confirmed is marked for the token as for Acquire (its late undo could
+// take back a later grant's claim there), and does not count for it.
+//
+// When is the tick claimed, then? A refusal as claimed from a single
+// master proves nothing: it may be the claim of an attempt that is about
+// to be undone (in the race above, each instance sees the others' claims).
+// Taking a single master's claim as final loses ticks: 4 instances racing
+// for 15 ticks over 3 masters left up to half of them unrun
+// (TestTickRaceRunsEveryTickOnce). So the Backend reports Claimed only
+// when a majority of masters name the same claim (tick and token): that
+// claim reached a majority, so its run began (or the attempt is being
+// undone after a failed fence write-back, a fault). A majority of grants
+// wins, whatever a minority says: by the argument above, a minority's
+// claim did not count. Anything between (the claims of attempts in
+// flight, a master whose undo was lost) is a refusal without a claim,
+// with the shortest lease of a holder if masters reported one: the waiter
+// tries again, until the tick's period is over.
 package redlock
 
 import (

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -34,19 +35,37 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// lockArg resolves a KEY argument: a lock's full Redis key
-// ("lock:{orders}:lock", as ls prints and redis-cli shows) names its
-// namespace and lock; anything else is a lock name in namespace. A full key
-// whose namespace differs from a --namespace given explicitly is refused
-// rather than guessed.
-func lockArg(arg, namespace string, namespaceSet bool) (ns, name string, err error) {
-	if ns, name, ok := lockscan.SplitLockKey(arg); ok {
-		if namespaceSet && ns != namespace {
-			return "", "", fmt.Errorf("key %q is in namespace %q, not --namespace %q (give the lock's name, or drop --namespace)", arg, ns, namespace)
+// lockArg resolves a KEY argument: a full Redis key that keeps holds
+// ("lock:{orders}:lock", "lock:{partner-api}:sem", "lock:{doc}:rw", as ls
+// prints and redis-cli shows them) names its namespace, name and kinds;
+// another key of the layout (a fence counter, a semaphore's info hash) is
+// refused, never taken for a name; anything else is a name in namespace,
+// of every kind (kinds nil). A full key whose namespace differs from a
+// --namespace given explicitly is refused rather than guessed.
+func lockArg(arg, namespace string, namespaceSet bool) (ns, name string, kinds []fencelock.Kind, err error) {
+	if k, ok := lockscan.SplitKey(arg); ok {
+		if namespaceSet && k.Namespace != namespace {
+			return "", "", nil, fmt.Errorf("key %q is in namespace %q, not --namespace %q (give the lock's name, or drop --namespace)", arg, k.Namespace, namespace)
 		}
-		return ns, name, nil
+		return k.Namespace, k.Name, k.Kinds, nil
 	}
-	return namespace, arg, nil
+	if lockscan.LooksLikeKey(arg) {
+		return "", "", nil, fmt.Errorf("%q is a Redis key that keeps no holds: give the name, or the key of its lock (NS:{NAME}:lock), semaphore (NS:{NAME}:sem) or read-write lock (NS:{NAME}:rw)", arg)
+	}
+	return namespace, arg, nil, nil
+}
+
+// kindName is how the commands name a kind of hold.
+func kindName(k fencelock.Kind) string {
+	if k == fencelock.KindSemaphore {
+		return "permit"
+	}
+	return k.String()
+}
+
+// wants reports whether kinds (nil: every kind) has k.
+func wants(kinds []fencelock.Kind, k fencelock.Kind) bool {
+	return kinds == nil || slices.Contains(kinds, k)
 }
 
 // flagSet reports whether the flag name was given on the command line.

@@ -56,13 +56,13 @@ func TestLs(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !regexp.MustCompile(`^KEY +TOKEN +OWNER +IDENTITY +FENCE +TTL +HOLDS +WAITERS$`).MatchString(lines[0]) {
+	if len(lines) != 3 || !regexp.MustCompile(`^KEY +KIND +TOKEN +OWNER +IDENTITY +FENCE +TTL +HOLDS +WAITERS$`).MatchString(lines[0]) {
 		t.Fatalf("want a header and 2 locks:\n%s", out)
 	}
 	for i, want := range []string{
 		// The lease: a minute less the time the test took, to 100 ms.
-		fmt.Sprintf(`^orders:42 +%s… +worker-3 +billing-7:4242 +%d +(\d+(\.\d)?s|1m0s) +1 +0$`, regexp.QuoteMeta(a.Token()[:8]), a.Fence()),
-		fmt.Sprintf(`^report +%s… +- +- +%d +(\d+(\.\d)?s|1m0s) +1 +0$`, regexp.QuoteMeta(b.Token()[:8]), b.Fence()),
+		fmt.Sprintf(`^orders:42 +lock +%s… +worker-3 +billing-7:4242 +%d +(\d+(\.\d)?s|1m0s) +1 +0$`, regexp.QuoteMeta(a.Token()[:8]), a.Fence()),
+		fmt.Sprintf(`^report +lock +%s… +- +- +%d +(\d+(\.\d)?s|1m0s) +1 +0$`, regexp.QuoteMeta(b.Token()[:8]), b.Fence()),
 	} {
 		if !regexp.MustCompile(want).MatchString(lines[i+1]) {
 			t.Errorf("line %d: %q, want %s", i+1, lines[i+1], want)
@@ -73,6 +73,7 @@ func TestLs(t *testing.T) {
 	code, out, _ = runCLI("ls", "--json", "--redis", srv.Addr(), "--namespace", "app")
 	var got []struct {
 		Key      string   `json:"key"`
+		Kind     string   `json:"kind"`
 		LockKey  string   `json:"lock_key"`
 		Owner    string   `json:"owner"`
 		Tokens   []string `json:"tokens"`
@@ -84,7 +85,7 @@ func TestLs(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 2 {
 		t.Fatalf("--json: exit %d, %v:\n%s", code, err, out)
 	}
-	if g := got[0]; g.Key != "orders:42" || g.LockKey != "app:{orders:42}:lock" || g.Owner != "worker-3" || g.Identity != "billing-7:4242" ||
+	if g := got[0]; g.Key != "orders:42" || g.Kind != "lock" || g.LockKey != "app:{orders:42}:lock" || g.Owner != "worker-3" || g.Identity != "billing-7:4242" ||
 		len(g.Tokens) != 1 || g.Tokens[0] != a.Token() || g.Fence != a.Fence() || g.TTL <= 0 || g.Holds != 1 {
 		t.Errorf("--json lock 0: %+v", g)
 	}

@@ -13,17 +13,25 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/cliflags"
 	"github.com/fencelock/fencelock/internal/demo"
 	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 )
 
 func main() {
+	// go-redis logs what goes wrong in its pool (each failed dial, "pool.go:
+	// ... failed to dial") on stderr, through a logger of its own; a
+	// command says what went wrong in its one line.
+	logging.Disable()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -73,7 +81,8 @@ Run "fencelock <command> -h" for a command's flags.
 // run is main without os.Exit: it returns the exit status, the convention
 // of every fencelock command (internal/exitcode): 0 ok, 1 a check failed
 // (a demo scenario's FAIL), 2 could not run (bad usage, Redis unreachable,
-// a refused argument), 130 interrupted.
+// a refused argument), 3 could not run because Redis refused the
+// credentials or the user's permissions, 130 interrupted.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
@@ -118,6 +127,42 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return exitcode.CouldNotRun
 	}
 	return demo.Main(args, stdout, stderr, demo.MainOptions{WorkerCommand: []string{self, "demo-worker"}})
+}
+
+// redisDialError is the error of a first command (PING) to Redis that
+// failed: a server that answered but refused the credentials or the
+// user's permissions is a configuration to fix (it matches
+// fencelock.ErrMisconfigured, and the command exits exitcode.Refused); any
+// other failure means Redis could not be reached.
+func redisDialError(err error) error {
+	switch {
+	case redis.IsAuthError(err):
+		return refusedError{"Redis refused the credentials", err}
+	case redis.IsPermissionError(err):
+		return refusedError{"Redis refused the user's permissions", err}
+	}
+	return fmt.Errorf("cannot reach Redis: %w", err)
+}
+
+// refusedError is a Redis refusal of the command's configuration (see
+// redisDialError).
+type refusedError struct {
+	what string
+	err  error
+}
+
+func (e refusedError) Error() string   { return e.what + ": " + e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{fencelock.ErrMisconfigured, e.err} }
+
+// couldNotRunCode is the exit status of a command that could not run
+// because of err: exitcode.Refused when the server refused the command's
+// credentials or permissions (fencelock.ErrMisconfigured), else
+// exitcode.CouldNotRun.
+func couldNotRunCode(err error) int {
+	if errors.Is(err, fencelock.ErrMisconfigured) {
+		return exitcode.Refused
+	}
+	return exitcode.CouldNotRun
 }
 
 // printFlags lists fs's flags as every fencelock command does.

@@ -13,10 +13,14 @@ import (
 )
 
 // TestMain lets the test binary stand in for the fencelock binary: the demo
-// starts its workers as "<this binary> demo-worker".
+// starts its workers as "<this binary> demo-worker", and runBinary runs
+// main itself (envRunMain).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-worker" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv(envRunMain) == "1" {
+		main()
 	}
 	os.Exit(leakcheck.Run(m))
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,17 +18,25 @@ import (
 const unlockUsage = `Usage: fencelock %[1]s --yes [flags] KEY
 
 Frees a lock whoever holds it, for operators: a holder that is stuck, or
-whose process is gone while its lease is long. KEY is the lock's name or
-its full Redis key, as "fencelock ls" shows them. Every live hold is
-released by its owner token (Client.ForceRelease), so nothing a new holder
-takes meanwhile is touched, and the fence counter is left alone: the next
-holder gets a larger fence, and the forced-out holder's writes are refused
-by the fencing check. That holder's *Lock is lost at its next renewal.
+whose process is gone while its lease is long. KEY is a name, or a full
+Redis key as "fencelock ls" and redis-cli show them. A name frees every
+kind of hold of that name: the plain lock, the permits of its semaphore,
+the read and write holds of its read-write lock. A key frees its kind
+alone: "lock:{NAME}:lock" the plain lock, "lock:{NAME}:sem" the permits,
+"lock:{NAME}:rw" the read-write lock's holds.
+
+The holds seen when it starts (and a lock's re-entries by the same holder
+meanwhile) are released by their owner tokens (Client.ForceRelease), so
+nothing a new holder takes meanwhile is touched, and the fence counters
+are left alone: the next holder gets a larger fence, and a forced-out
+holder's writes are refused by the fencing check. Its *Lock is lost at
+its next renewal.
 
 It refuses to run without --yes. Who ran it (the OS user and host), when,
 why (--reason), and the holder's tokens, owner, identity and fence are
 logged to stderr as slog lines at WARN: one before anything is released,
-one with what was. Look first with "fencelock inspect KEY".
+and after it the Client's line with the count released and this
+command's with the whole tokens. Look first with "fencelock inspect KEY".
 "fencelock force-release" is another name for it.
 
 Flags:
@@ -60,7 +69,7 @@ func unlock(cmd string, args []string, stdout, stderr io.Writer) int {
 	if flagSet(fs, "reason") && strings.TrimSpace(*reason) == "" {
 		return usageError(stderr, cmd, "--reason is blank: say why the lock is freed, or leave --reason out")
 	}
-	ns, name, err := lockArg(rest[0], *namespace, flagSet(fs, "namespace"))
+	ns, name, kinds, err := lockArg(rest[0], *namespace, flagSet(fs, "namespace"))
 	if err != nil {
 		return usageError(stderr, cmd, "%v", err)
 	}
@@ -86,30 +95,58 @@ func unlock(cmd string, args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	before, err := c.ForceRelease(ctx, name, *reason)
+	before, err := c.ForceRelease(ctx, name, *reason, kinds...)
 	if err != nil {
 		// Redis failing, or a key or namespace refused: nothing released,
 		// or (ErrNotAcquired) not all of it.
 		fmt.Fprintln(stderr, exitcode.Message("fencelock "+cmd, err))
 		return exitcode.CouldNotRun
 	}
-	if !before.Held {
-		fmt.Fprintf(stdout, "%s: not held; nothing released\n", name)
+	lock := before.Held && wants(kinds, fencelock.KindLock)
+	var others []fencelock.HoldInfo
+	for _, h := range before.Others {
+		if wants(kinds, h.Kind) {
+			others = append(others, h)
+		}
+	}
+	if !lock && len(others) == 0 {
+		fmt.Fprintf(stdout, "%s: not held; nothing released\n", rest[0])
 		return exitcode.OK
 	}
-	tokens := make([]string, 0, len(before.Holds))
-	for _, h := range before.Holds {
-		tokens = append(tokens, h.Token)
-	}
 	// The whole tokens, not ForceRelease's short ones: they are what the
-	// holder's own logs show (Lock.Token).
-	logger.Warn("fencelock "+cmd+": released", "key", name, "namespace", ns, "tokens", tokens,
-		"owner", before.Owner, "identity", before.Identity, "fence", before.Fence, "reason", *reason)
-	line := fmt.Sprintf("%s: released %d hold(s) of owner %s (fence %d)", name, len(before.Holds), before.Owner, before.Fence)
-	if before.Identity != "" {
-		line += ", held by " + before.Identity
+	// holders' own logs show (Lock.Token).
+	var tokens []string
+	if lock {
+		for _, h := range before.Holds {
+			tokens = append(tokens, h.Token)
+		}
+		logger.Warn("fencelock "+cmd+": released", "key", name, "namespace", ns, "tokens", tokens,
+			"owner", before.Owner, "identity", before.Identity, "fence", before.Fence, "reason", *reason)
+		line := fmt.Sprintf("%s: released %d hold(s) of owner %s (fence %d)", name, len(before.Holds), before.Owner, before.Fence)
+		if before.Identity != "" {
+			line += ", held by " + before.Identity
+		}
+		fmt.Fprintln(stdout, line)
 	}
-	fmt.Fprintln(stdout, line)
+	for _, k := range []struct {
+		kind fencelock.Kind
+		what string
+	}{{fencelock.KindSemaphore, "permit(s)"}, {fencelock.KindRead, "read hold(s)"}, {fencelock.KindWrite, "write hold(s)"}} {
+		var tokens []string
+		var fences []string
+		for _, h := range others {
+			if h.Kind == k.kind {
+				tokens = append(tokens, h.Token)
+				fences = append(fences, strconv.FormatInt(h.Fence, 10))
+			}
+		}
+		if len(tokens) == 0 {
+			continue
+		}
+		logger.Warn("fencelock "+cmd+": released", "key", name, "namespace", ns, "kind", kindName(k.kind),
+			"tokens", tokens, "fences", fences, "reason", *reason)
+		fmt.Fprintf(stdout, "%s: released %d %s (fences %s)\n", name, len(tokens), k.what, strings.Join(fences, ", "))
+	}
 	return exitcode.OK
 }
 

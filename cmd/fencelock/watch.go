@@ -79,10 +79,11 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 			}
 		default:
 			lastErr = ""
-			keys := keysOf(locks)
+			rows := rowsOf(locks)
+			keys := keysOf(rows)
 			if redraw || last == nil || !slices.Equal(keys, last) {
 				last = keys
-				if err := printWatch(stdout, *namespace, *interval, locks, redraw, *asJSON); err != nil {
+				if err := printWatch(stdout, *namespace, *interval, rows, redraw, *asJSON); err != nil {
 					fmt.Fprintln(stderr, exitcode.Message("fencelock watch", err))
 					return exitcode.CouldNotRun
 				}
@@ -100,20 +101,20 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 }
 
 // lockKey is what a change is: a lock's holder, fence, holds or waiters,
-// not its lease counting down.
+// a hold of another kind taken or gone, not a lease counting down.
 type lockKey struct {
-	name, owner, identity, token string
-	fence                        int64
-	holds                        int
-	waiters                      int64
+	name, kind, owner, identity, token string
+	fence                              int64
+	holds                              int
+	waiters                            int64
 }
 
-func keysOf(locks []lockscan.Lock) []lockKey {
-	keys := make([]lockKey, 0, len(locks)) // not nil: an empty table was shown
-	for _, l := range locks {
-		k := lockKey{name: l.Name, owner: l.Owner, identity: l.Identity, fence: l.Fence, holds: l.Holds, waiters: l.Waiters}
-		if len(l.Tokens) > 0 {
-			k.token = l.Tokens[0]
+func keysOf(rows []row) []lockKey {
+	keys := make([]lockKey, 0, len(rows)) // not nil: an empty table was shown
+	for _, r := range rows {
+		k := lockKey{name: r.name, kind: r.kind, owner: r.owner, identity: r.identity, fence: r.fence, holds: r.holds, waiters: r.waiters}
+		if len(r.tokens) > 0 {
+			k.token = r.tokens[0]
 		}
 		keys = append(keys, k)
 	}
@@ -122,7 +123,7 @@ func keysOf(locks []lockscan.Lock) []lockKey {
 
 // printWatch prints one table, in one write so that a terminal never shows
 // half of it.
-func printWatch(w io.Writer, namespace string, interval time.Duration, locks []lockscan.Lock, redraw, asJSON bool) error {
+func printWatch(w io.Writer, namespace string, interval time.Duration, locks []row, redraw, asJSON bool) error {
 	var buf bytes.Buffer
 	now := time.Now().Format("15:04:05")
 	switch {

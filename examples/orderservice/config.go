@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencelock/fencelock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -136,8 +137,8 @@ func (c Config) validate() error {
 	if strings.ContainsAny(c.SQLitePath, "?#") {
 		errs = append(errs, fmt.Errorf("invalid -sqlite %q: must not contain '?' or '#'", c.SQLitePath))
 	}
-	if c.LockTTL < 3*time.Millisecond {
-		errs = append(errs, fmt.Errorf("invalid -lock-ttl %v: must be at least 3ms", c.LockTTL))
+	if c.LockTTL < fencelock.MinTTL {
+		errs = append(errs, fmt.Errorf("invalid -lock-ttl %v: must be at least %v", c.LockTTL, fencelock.MinTTL))
 	}
 	if c.LockWait < 0 {
 		errs = append(errs, fmt.Errorf("invalid -lock-wait %v: must not be negative", c.LockWait))

@@ -9,9 +9,9 @@ import (
 
 func TestChannelPattern(t *testing.T) {
 	for _, tc := range []struct{ ns, want string }{
-		{"lock", "lock:{*}:released"},
-		{"", "{*}:released"},
-		{"a*b?[c]\\", `a\*b\?\[c\]\\:{*}:released`},
+		{"lock", "lock:{*}:*released"},
+		{"", "{*}:*released"},
+		{"a*b?[c]\\", `a\*b\?\[c\]\\:{*}:*released`},
 	} {
 		if got := channelPattern(tc.ns); got != tc.want {
 			t.Errorf("channelPattern(%q) = %q, want %q", tc.ns, got, tc.want)
@@ -93,6 +93,52 @@ func TestDiff(t *testing.T) {
 	ev = diff(mk(0, []string{"a"}, 1, lock("a", 1, 10_000)), mk(time.Second, nil, 0), nil, true)
 	if len(ev) != 1 || ev[0].Kind != EventReleased || !strings.Contains(ev[0].Text, "Redis was unreachable") {
 		t.Errorf("after an outage: %+v", ev)
+	}
+}
+
+// Rows of other kinds are told apart by their tokens: a permit taken and
+// another gone are two events, never a hand-off; a release message on the
+// semaphore's channel says its permits went by a release; the releases of
+// a plain lock and of a read-write lock of the same name are another's.
+func TestDiffKinds(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	hold := func(kind, token string, fence, ttlMs int64) Lock {
+		return Lock{Key: "api", Kind: kind, Owner: token, Tokens: []string{token}, Fence: fence, TTLMillis: ttlMs, Holds: 1, Waiters: 2}
+	}
+	names := []string{"api"}
+	prev := &look{at: t0, names: names, n: 1, locks: []Lock{
+		hold("permit", "p1", 1, 300), // runs out, but released (message)
+		hold("permit", "p2", 2, 10_000),
+		hold("read", "r1", 1, 300), // runs out
+	}}
+	cur := &look{at: t0.Add(400 * time.Millisecond), names: names, n: 1, locks: []Lock{
+		hold("permit", "p2", 2, 9_600),
+		hold("permit", "p3", 3, 10_000),
+	}}
+	var got []string
+	for _, e := range diff(prev, cur, map[string]bool{releaseGroup("permit", "api"): true, "api": true}, false) {
+		got = append(got, fmt.Sprintf("%s %s %s %d: %s", e.Kind, e.HoldKind, e.Key, e.Fence, e.Text))
+	}
+	want := []string{
+		"acquired permit api 3: permit taken with fence 3 by p3",
+		"released permit api 1: permit released by p1 (fence 1), 0s before its lease would have ended",
+		"expired read api 1: read lease of fence 1 ran out: r1 lost the lock (crashed, stalled or cut off: it did not renew in time)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := waitersOf(cur.locks); n != 2 {
+		t.Errorf("waiters of two permits of one semaphore: %d, want its 2 once", n)
+	}
+	for channel, want := range map[string]string{
+		"lock:{api}:released":     "api",
+		"lock:{api}:sem:released": releaseGroup("permit", "api"),
+		"lock:{api}:rw:released":  releaseGroup("write", "api"),
+		"{a:b}:rw:released":       releaseGroup("read", "a:b"),
+	} {
+		if got, ok := releasedOf(channel); !ok || got != want {
+			t.Errorf("releasedOf(%q) = %q, %v; want %q", channel, got, ok, want)
+		}
 	}
 }
 

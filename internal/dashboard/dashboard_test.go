@@ -499,3 +499,55 @@ func testReleaseMessage(t *testing.T, opts []fencelock.AcquireOption) {
 		t.Errorf("events %+v; want a hand-off from fence %d to %d, or a release of %d", s.Events, la.Fence(), lb.Fence(), la.Fence())
 	}
 }
+
+// The permits of a semaphore and the holds of a read-write lock have rows
+// of their own, beside the plain locks, with their kinds; a waiter for a
+// permit is counted once; a permit released makes an event of its kind.
+func TestEveryKind(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	srv := servertest.Redis(t)
+	rdb := redisClient(t, srv.Addr())
+	c, waiter := newClient(t, rdb), newClient(t, rdb)
+	var permits []*fencelock.Lock
+	for range 2 {
+		lk, err := c.Semaphore("partner-api", 2).TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, lk)
+	}
+	if _, err := c.RWLock("doc").TryAcquireWrite(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "job", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	waited := make(chan struct{})
+	go func() { waiter.Semaphore("partner-api", 2).Acquire(wctx, time.Minute); close(waited) }()
+	defer func() { stop(); <-waited }()
+
+	_, url := serve(t, rdb, dashboard.Options{Interval: 100 * time.Millisecond})
+	s := waitState(t, ctx, url, "showing 4 rows and the permit's waiter", func(s dashboard.Snapshot) bool {
+		return len(s.Locks) == 4 && s.Waiters == 1
+	})
+	var kinds []string
+	for _, l := range s.Locks {
+		kinds = append(kinds, l.Key+"/"+l.Kind)
+	}
+	if got, want := strings.Join(kinds, " "), "doc/write job/lock partner-api/permit partner-api/permit"; got != want {
+		t.Errorf("rows %s, want %s", got, want)
+	}
+	if err := permits[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ctx, url, "showing the permit's release", func(s dashboard.Snapshot) bool {
+		for _, e := range s.Events {
+			if e.Kind == dashboard.EventReleased && e.HoldKind == "permit" && e.Fence == permits[0].Fence() {
+				return true
+			}
+		}
+		return false
+	})
+}

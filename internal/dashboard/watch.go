@@ -3,7 +3,6 @@ package dashboard
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,18 +45,16 @@ func (d *Dashboard) watch(ctx context.Context) {
 	msgs := ps.Channel()
 	wg.Go(func() {
 		for m := range msgs {
-			// NS:{KEY}:released carries "released" when the lock was
-			// freed, "next:TOKEN" when a fair waiter's turn came; a
-			// process's own channel NS:grants:ID, the grant of a lock to
-			// one of its fair waiters (a look finds out which).
+			// NS:{KEY}:released (and :sem:released, :rw:released)
+			// carries "released" when a hold was freed, "next:TOKEN" when
+			// a fair waiter's turn came; a process's own channel
+			// NS:grants:ID, the grant of a lock to one of its fair
+			// waiters (a look finds out which).
 			if m.Payload == "released" {
-				name, ok := strings.CutSuffix(m.Channel, "}:released")
-				if ok {
-					if i := strings.IndexByte(name, '{'); i >= 0 {
-						mu.Lock()
-						released[name[i+1:]] = true
-						mu.Unlock()
-					}
+				if group, ok := releasedOf(m.Channel); ok {
+					mu.Lock()
+					released[group] = true
+					mu.Unlock()
 				}
 			}
 			select {
@@ -134,9 +131,7 @@ func (d *Dashboard) watch(ctx context.Context) {
 		snap.Events = make([]Event, len(events))
 		copy(snap.Events, events)
 		slices.Reverse(snap.Events)
-		for _, l := range snap.Locks {
-			snap.Waiters += l.Waiters
-		}
+		snap.Waiters = waitersOf(snap.Locks)
 		d.publish(snap)
 
 		next := d.opts.Interval

@@ -238,6 +238,9 @@ func (r *runner) setUp(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := r.rdb.Ping(pctx).Err(); err != nil {
+		if redis.IsAuthError(err) || redis.IsPermissionError(err) {
+			return fmt.Errorf("Redis at %s refused the credentials: %s", redactURL(r.redisURL), r.secrets.scrub(err.Error()))
+		}
 		return fmt.Errorf("cannot reach Redis at %s: %s", redactURL(r.redisURL), r.secrets.scrub(err.Error()))
 	}
 

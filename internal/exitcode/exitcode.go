@@ -3,7 +3,8 @@
 // the error a command prints before it exits.
 //
 // The convention is diff's and grep's: 1 says the command ran and found
-// something wrong, 2 says it could not do its job at all.
+// something wrong, 2 says it could not do its job at all; 3 narrows 2 down
+// to a server that refused the command's credentials or permissions.
 package exitcode
 
 import "strings"
@@ -18,6 +19,11 @@ const (
 	// arguments, a server missing or unreachable, a configuration the
 	// service refuses at start-up. No verdict was reached.
 	CouldNotRun = 2
+	// Refused: the command could not run because the server refused its
+	// credentials or its user's permissions (Redis's WRONGPASS, NOAUTH,
+	// NOPERM; fencelock.ErrMisconfigured): a configuration to fix, not an
+	// outage to wait out.
+	Refused = 3
 	// Interrupted: stopped by SIGINT or SIGTERM before a verdict (128 +
 	// SIGINT's number, as shells report it). A service stopped by a
 	// signal after serving exits OK: that is how it is meant to stop.

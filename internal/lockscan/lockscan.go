@@ -1,7 +1,8 @@
-// Package lockscan lists the locks of a namespace held in Redis, for the
-// fencelock command's ls and watch (and anything else that shows many
-// locks at once): a SCAN of the namespace's lock keys on every master,
-// then redisbackend's Inspect of each.
+// Package lockscan lists what is held in a namespace in Redis, for the
+// fencelock command's ls and watch and the dashboard (anything that shows
+// many locks at once): a SCAN of the namespace's keys that keep holds
+// (plain locks, semaphores, read-write locks) on every master, then
+// redisbackend's Inspect of each name.
 package lockscan
 
 import (
@@ -16,14 +17,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Pattern is the SCAN MATCH pattern of the lock keys of namespace (see
-// redisbackend's key layout: NS:{KEY}:lock, or {KEY}:lock without a
-// namespace).
+// Pattern is the SCAN MATCH pattern of the keys of namespace that keep
+// holds (see redisbackend's key layout): NS:{NAME}:lock (the plain lock),
+// NS:{NAME}:sem (a semaphore's permits) and NS:{NAME}:rw (a read-write
+// lock's holds), or the same without "NS:" for the empty namespace. A glob
+// has no alternation, so it asks for the keys that end in one of the three
+// suffixes' last letters: the fence counters (which never expire) and the
+// other keys of a name end otherwise, so one SCAN finds them all and
+// little else; SplitKey sorts out the rest (a tombstone whose token ends
+// so).
 func Pattern(namespace string) string {
+	return NamespacePattern(namespace) + "{*}:*[kmw]"
+}
+
+// ChannelPattern is the PSUBSCRIBE pattern of the release channels of
+// namespace: NS:{NAME}:released, NS:{NAME}:sem:released and
+// NS:{NAME}:rw:released.
+func ChannelPattern(namespace string) string {
+	return NamespacePattern(namespace) + "{*}:*released"
+}
+
+// NamespacePattern is the start of every pattern of namespace's keys and
+// channels: the namespace, escaped for a glob, and ':' ("" for the empty
+// namespace).
+func NamespacePattern(namespace string) string {
 	if namespace == "" {
-		return "{*}:lock"
+		return ""
 	}
-	return globEscape(namespace) + ":{*}:lock"
+	return globEscape(namespace) + ":"
 }
 
 // globEscape escapes the characters Redis's MATCH gives a meaning to.
@@ -39,30 +60,71 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// SplitLockKey splits a lock's Redis key into its namespace and the lock's
-// name: "lock:{orders:42}:lock" is namespace "lock", name "orders:42";
-// "{orders}:lock" has the empty namespace. ok is false for anything else.
-// A namespace never contains a brace (redisbackend refuses it), so the
-// first '{' starts the name, and the name ends at the final "}:lock".
-func SplitLockKey(redisKey string) (namespace, name string, ok bool) {
-	i := strings.IndexByte(redisKey, '{')
-	if i < 0 || !strings.HasSuffix(redisKey, "}:lock") || len(redisKey)-len("}:lock") <= i+1 {
-		return "", "", false
-	}
-	name = redisKey[i+1 : len(redisKey)-len("}:lock")]
-	switch prefix := redisKey[:i]; {
-	case prefix == "":
-		return "", name, true
-	case strings.HasSuffix(prefix, ":") && len(prefix) > 1:
-		return prefix[:len(prefix)-1], name, true
-	}
-	return "", "", false
+// Key is a Redis key that keeps holds, split: the namespace and name it
+// belongs to, and the kinds of hold it keeps.
+type Key struct {
+	Namespace, Name string
+	// Kinds are KindLock for NS:{NAME}:lock, KindSemaphore for
+	// NS:{NAME}:sem, KindRead and KindWrite for NS:{NAME}:rw.
+	Kinds []fencelock.Kind
 }
 
-// Names returns the names of the locks of namespace that have a key in
-// rdb, sorted. On a Cluster it scans every master (a plain SCAN would see
-// one node's keys only). A lock whose lease ended while the scan ran may
-// be in the list; Inspect then reports it free.
+// The suffixes of the keys that keep holds, and the kinds they keep.
+var suffixes = []struct {
+	suffix string
+	kinds  []fencelock.Kind
+}{
+	{"}:lock", []fencelock.Kind{fencelock.KindLock}},
+	{"}:sem", []fencelock.Kind{fencelock.KindSemaphore}},
+	{"}:rw", []fencelock.Kind{fencelock.KindRead, fencelock.KindWrite}},
+}
+
+// SplitKey splits a Redis key that keeps holds into its namespace, name
+// and kinds: "lock:{orders:42}:lock" is the plain lock "orders:42" of
+// namespace "lock"; "lock:{partner-api}:sem" the semaphore "partner-api";
+// "{doc}:rw" the read-write lock "doc" of the empty namespace. ok is false
+// for anything else, such as a fence counter or a lock's name. A namespace
+// never contains a brace (redisbackend refuses it), so the first '{'
+// starts the name, and the name ends at the final suffix.
+func SplitKey(redisKey string) (k Key, ok bool) {
+	i := strings.IndexByte(redisKey, '{')
+	if i < 0 {
+		return Key{}, false
+	}
+	for _, s := range suffixes {
+		name, found := strings.CutSuffix(redisKey[i+1:], s.suffix)
+		if !found || name == "" {
+			continue
+		}
+		switch prefix := redisKey[:i]; {
+		case prefix == "":
+			return Key{"", name, s.kinds}, true
+		case strings.HasSuffix(prefix, ":") && len(prefix) > 1:
+			return Key{prefix[:len(prefix)-1], name, s.kinds}, true
+		}
+		return Key{}, false
+	}
+	return Key{}, false
+}
+
+// LooksLikeKey reports whether s has the shape of a Redis key of the
+// layout, NS:{NAME}:SUFFIX or {NAME}:SUFFIX, whatever the suffix: a key a
+// person copied from redis-cli, to be recognised by SplitKey or refused,
+// never taken for a lock's name.
+func LooksLikeKey(s string) bool {
+	i := strings.IndexByte(s, '{')
+	if i < 0 || (i > 0 && (i == 1 || s[i-1] != ':')) {
+		return false
+	}
+	j := strings.LastIndex(s, "}:")
+	return j > i+1 && j+2 < len(s)
+}
+
+// Names returns the names of namespace that have a key keeping holds in
+// rdb (a plain lock, a semaphore or a read-write lock), sorted, each
+// once. On a Cluster it scans every master (a plain SCAN would see one
+// node's keys only). A name whose leases ended while the scan ran may be
+// in the list; Inspect then reports nothing held.
 //
 // A namespace with a brace is refused (an error matching
 // fencelock.ErrInvalidArgument), as redisbackend refuses it: no lock can
@@ -80,13 +142,12 @@ func Names(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		for it.Next(ctx) {
-			ns, name, ok := SplitLockKey(it.Val())
-			// MATCH is anchored and the namespace has no brace, so
-			// the split always agrees; checked all the same, since
-			// a key outside the layout must not be inspected.
-			if ok && ns == namespace {
+			// MATCH is anchored and the namespace has no brace, so the
+			// namespace always agrees; checked all the same, since a key
+			// outside the layout must not be inspected.
+			if k, ok := SplitKey(it.Val()); ok && k.Namespace == namespace {
 				mu.Lock()
-				names = append(names, name)
+				names = append(names, k.Name)
 				mu.Unlock()
 			}
 		}
@@ -105,9 +166,9 @@ func Names(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]
 	return slices.Compact(names), nil
 }
 
-// List returns the held locks of namespace, sorted by name: Names, then
-// one Inspect (a pipelined round trip) per lock. Locks found free by
-// their Inspect are left out.
+// List returns the names of namespace with a live hold of any kind, sorted
+// by name: Names, then one Inspect (a pipelined round trip) per name.
+// Names found with nothing held by their Inspect are left out.
 func List(ctx context.Context, rdb redis.UniversalClient, b *redisbackend.Backend, namespace string) ([]Lock, error) {
 	names, err := Names(ctx, rdb, namespace)
 	if err != nil {
@@ -119,16 +180,17 @@ func List(ctx context.Context, rdb redis.UniversalClient, b *redisbackend.Backen
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		if info.Held {
-			locks = append(locks, Lock{Name: name, Namespace: namespace, LockInfo: info})
+		if info.AnyHeld() {
+			locks = append(locks, Lock{Name: name, Namespace: namespace, Inspection: info})
 		}
 	}
 	return locks, nil
 }
 
-// Lock is one held lock.
+// Lock is one name with a live hold: its plain lock, its semaphore's
+// permits or its read-write lock's holds (Inspection.Others).
 type Lock struct {
-	Name      string // the lock's name, as the Client's user gave it
+	Name      string // the name, as the Client's user gave it
 	Namespace string
-	redisbackend.LockInfo
+	redisbackend.Inspection
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,24 +19,54 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
 
-func TestSplitLockKey(t *testing.T) {
+func TestSplitKey(t *testing.T) {
+	lock := []fencelock.Kind{fencelock.KindLock}
+	sem := []fencelock.Kind{fencelock.KindSemaphore}
+	rw := []fencelock.Kind{fencelock.KindRead, fencelock.KindWrite}
 	for _, tc := range []struct {
 		in, ns, name string
+		kinds        []fencelock.Kind
 		ok           bool
 	}{
-		{"lock:{orders}:lock", "lock", "orders", true},
-		{"lock:{orders:42}:lock", "lock", "orders:42", true},
-		{"app:v2:{a}b}:lock", "app:v2", "a}b", true},
-		{"{orders}:lock", "", "orders", true},
-		{"lock:{}:lock", "", "", false},
-		{"lock:{orders}:fence", "", "", false},
-		{"orders", "", "", false},
-		{"lock{orders}:lock", "", "", false},
-		{":{orders}:lock", "", "", false},
+		{"lock:{orders}:lock", "lock", "orders", lock, true},
+		{"lock:{orders:42}:lock", "lock", "orders:42", lock, true},
+		{"app:v2:{a}b}:lock", "app:v2", "a}b", lock, true},
+		{"{orders}:lock", "", "orders", lock, true},
+		{"lock:{partner-api}:sem", "lock", "partner-api", sem, true},
+		{"lock:{doc}:rw", "lock", "doc", rw, true},
+		{"{doc}:rw", "", "doc", rw, true},
+		{"lock:{}:lock", "", "", nil, false},
+		{"lock:{orders}:fence", "", "", nil, false},
+		{"lock:{partner-api}:sem:info", "", "", nil, false},
+		{"lock:{partner-api}:sem:fence", "", "", nil, false},
+		{"lock:{doc}:rw:writers", "", "", nil, false},
+		{"lock:{doc}:tombstone:abcw", "", "", nil, false},
+		{"orders", "", "", nil, false},
+		{"lock{orders}:lock", "", "", nil, false},
+		{":{orders}:lock", "", "", nil, false},
 	} {
-		ns, name, ok := lockscan.SplitLockKey(tc.in)
-		if ns != tc.ns || name != tc.name || ok != tc.ok {
-			t.Errorf("SplitLockKey(%q) = %q, %q, %v; want %q, %q, %v", tc.in, ns, name, ok, tc.ns, tc.name, tc.ok)
+		k, ok := lockscan.SplitKey(tc.in)
+		if k.Namespace != tc.ns || k.Name != tc.name || !slices.Equal(k.Kinds, tc.kinds) || ok != tc.ok {
+			t.Errorf("SplitKey(%q) = %+v, %v; want %q, %q, %v, %v", tc.in, k, ok, tc.ns, tc.name, tc.kinds, tc.ok)
+		}
+	}
+}
+
+func TestLooksLikeKey(t *testing.T) {
+	for in, want := range map[string]bool{
+		"lock:{partner-api}:sem:info": true,
+		"lock:{orders}:fence":         true,
+		"{orders}:fence":              true,
+		"lock:{orders}:lock":          true,
+		"orders:42":                   false,
+		"orders{1}":                   false,
+		"a:b{c}:d":                    false,
+		"lock:{orders}":               false,
+		"lock:{}:lock":                false,
+		":{orders}:lock":              false,
+	} {
+		if got := lockscan.LooksLikeKey(in); got != want {
+			t.Errorf("LooksLikeKey(%q) = %v, want %v", in, got, want)
 		}
 	}
 }
@@ -66,6 +97,15 @@ func TestList(t *testing.T) {
 			if _, err := other.TryAcquire(ctx, "order:99", time.Minute); err != nil {
 				t.Fatal(err)
 			}
+			// A name with permits only, and one with a read hold only.
+			if _, err := app.Semaphore("partner-api", 3).TryAcquire(ctx, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := app.RWLock("doc").TryAcquireRead(ctx, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			want = append([]string{"doc"}, want...)
+			want = append(want, "partner-api")
 			b := redisbackend.New(rdb, redisbackend.WithoutReleaseNotifications())
 			defer b.Close()
 			got, err := lockscan.List(ctx, rdb, b, "app")
@@ -79,8 +119,15 @@ func TestList(t *testing.T) {
 				t.Fatalf("List found %d locks, want %d: %+v", len(got), len(want), got)
 			}
 			for i, l := range got {
-				if l.Name != want[i] || l.Identity != "web-1:77" || !l.Held || l.Fence == 0 || l.TTL <= 0 {
-					t.Errorf("lock %d: %+v, want %s held by web-1:77", i, l, want[i])
+				switch l.Name {
+				case "doc", "partner-api":
+					if l.Name != want[i] || l.Held || len(l.Others) != 1 || l.Others[0].Fence == 0 || l.Others[0].TTL <= 0 {
+						t.Errorf("name %d: %+v, want %s with one hold of another kind", i, l, want[i])
+					}
+				default:
+					if l.Name != want[i] || l.Identity != "web-1:77" || !l.Held || l.Fence == 0 || l.TTL <= 0 {
+						t.Errorf("lock %d: %+v, want %s held by web-1:77", i, l, want[i])
+					}
 				}
 			}
 		})

@@ -26,6 +26,8 @@ type lock struct {
 	// waited is set when an acquire was refused while the lock was held:
 	// then a release must not hand it over (ReleaseHandOff).
 	waited bool
+	// record is the last job tick claimed (jobtick.go).
+	record tickRecord
 }
 
 // hold is one acquisition of the lock, with its own lease.
@@ -42,6 +44,9 @@ func (l *lock) prune(now time.Time) {
 		l.owner, l.fence, l.identity, l.waited = "", 0, "", false
 	}
 	maps.DeleteFunc(l.tombstones, func(_ string, end time.Time) bool { return !end.After(now) })
+	if !l.record.end.IsZero() && !l.record.end.After(now) {
+		l.record = tickRecord{}
+	}
 }
 
 // find returns the index of token's hold, or -1.

@@ -41,13 +41,16 @@
     const seen = new Map();
     rows = [];
     const trs = snap.locks.map((l) => {
-      const id = l.key + "\u0000" + l.fence;
+      const kind = l.kind || "lock";
+      const id = l.key + "\u0000" + kind + "\u0000" + l.fence;
       const top = Math.max(longest.get(id) || 0, l.ttl_ms);
       seen.set(id, top);
       const tr = el("tr");
       tr.dataset.key = l.key;
+      tr.dataset.kind = kind;
       tr.dataset.fence = String(l.fence);
       tr.appendChild(el("td", "key", l.key));
+      tr.appendChild(el("td", "kind", kind));
       const holder = el("td", "holder");
       const tokens = l.tokens || [];
       const ownerIsToken = tokens.includes(l.owner);
@@ -91,6 +94,7 @@
       li.dataset.kind = e.kind;
       li.dataset.key = e.key;
       li.dataset.fence = String(e.fence);
+      li.dataset.holdKind = e.hold_kind || "lock";
       const t = el("time", "", fmtTime(e.time));
       t.dateTime = e.time;
       li.append(t, el("span", "kind " + e.kind, e.kind === "handoff" ? "hand-off" : e.kind), el("code", "", e.key));

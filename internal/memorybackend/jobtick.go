@@ -1,0 +1,76 @@
+package memorybackend
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+var _ fencelock.JobTickBackend = (*Backend)(nil)
+
+// tickRecord is a lock's record of the last job tick claimed
+// (fencelock.JobTickBackend). It lives apart from the lock's holds: a
+// release or Delete does not touch it.
+type tickRecord struct {
+	tick, token string
+	end         time.Time // the record lapses here; zero: no record
+}
+
+// AcquireTick implements fencelock.JobTickBackend. It counts as an Acquire
+// call, and Acquire's faults hit it.
+func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
+	if err := checkRef(req.LockRef); err != nil {
+		return fencelock.TickResult{}, err
+	}
+	if req.Owner == "" {
+		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+	}
+	if err := checkTTL(req.TTL); err != nil {
+		return fencelock.TickResult{}, err
+	}
+	if req.Tick == "" || strings.IndexByte(req.Tick, 0) >= 0 {
+		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "tick", Value: req.Tick, Reason: "must be non-empty, without a NUL byte"}
+	}
+	if req.RecordLife <= 0 {
+		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "record life", Value: req.RecordLife, Reason: "must be positive"}
+	}
+	return do(b, ctx, Acquire, func(now time.Time) (fencelock.TickResult, error) {
+		id := idOf(req.LockRef)
+		l := b.lockFor(id)
+		l.prune(now)
+		if _, ok := l.tombstones[req.Token]; ok {
+			return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}}, nil
+		}
+		if r := l.record; !r.end.IsZero() && r.tick >= req.Tick && (r.tick != req.Tick || r.token != req.Token) {
+			return fencelock.TickResult{Claimed: true, LastTick: r.tick, LastToken: r.token}, nil
+		}
+		res := l.acquire(now, req.AcquireRequest)
+		if res.Acquired {
+			l.record = tickRecord{tick: req.Tick, token: req.Token, end: now.Add(req.RecordLife)}
+		}
+		b.acquiredLocked(id, req.AcquireRequest, res)
+		return fencelock.TickResult{AcquireResult: res}, nil
+	})
+}
+
+// TickRecord returns the record of the last job tick claimed for the lock
+// named by namespace and key (fencelock.JobTickBackend): its tick, the
+// token that claimed it, and its remaining life; all zero when there is
+// none, or it lapsed. It is not a call: it is not counted, and faults and
+// Pause do not affect it.
+func (b *Backend) TickRecord(namespace, key string) (tick, token string, ttl time.Duration) {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.locks[lockID{namespace, key}]
+	if l == nil {
+		return "", "", 0
+	}
+	l.prune(now)
+	if l.record.end.IsZero() {
+		return "", "", 0
+	}
+	return l.record.tick, l.record.token, l.record.end.Sub(now)
+}

@@ -1,0 +1,101 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fencelock/fencelock"
+)
+
+// Job ticks across the quorum (fencelock.JobTickBackend): see the package
+// documentation, "Job ticks", for why a tick runs at most once.
+
+var _ fencelock.JobTickBackend = (*Backend)(nil)
+
+// AcquireTick implements fencelock.JobTickBackend over the masters (see
+// the package documentation, "Job ticks"). A master where an earlier attempt's undo of this token was not
+// confirmed does not count toward the grants.
+func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.TickResult, error) {
+		return n.b.AcquireTick(ctx, req)
+	})
+	errs, invalid := failures(answers)
+	if invalid != nil {
+		return fencelock.TickResult{}, invalid
+	}
+	poisoned := b.poisoned.get(req.LockRef)
+	type claim struct{ tick, token string }
+	claims := map[claim]int{}
+	var top claim
+	var granted []int
+	var fence int64
+	holds, unknown, topCount := 0, 0, 0
+	var holder fencelock.AcquireResult // a refusal by the holder: its shortest lease
+	for i, a := range answers {
+		switch {
+		case a.err != nil:
+			if !poisoned.has(i) {
+				unknown++
+			}
+		case a.val.Claimed:
+			// Another token's record: it is what it is on any master.
+			c := claim{a.val.LastTick, a.val.LastToken}
+			claims[c]++
+			if claims[c] > topCount {
+				top, topCount = c, claims[c]
+			}
+		case poisoned.has(i):
+			// Its grant may be taken away at any moment: undo releases it.
+		case a.val.Acquired:
+			granted = append(granted, i)
+			fence = max(fence, a.val.Fence)
+			holds = max(holds, a.val.Holds)
+		case a.val.HolderTTL > 0 && (holder.HolderTTL == 0 || a.val.HolderTTL < holder.HolderTTL):
+			holder.HolderTTL = a.val.HolderTTL
+		}
+	}
+	acquired := make([]answer[fencelock.AcquireResult], len(answers))
+	for i, a := range answers {
+		acquired[i] = answer[fencelock.AcquireResult]{a.val.AcquireResult, a.err}
+	}
+	if len(granted) >= b.quorum {
+		if err := b.raise(ctx, req.AcquireRequest, granted, fence); err != nil {
+			b.undoClaims(req.AcquireRequest, acquired)
+			return fencelock.TickResult{}, err
+		}
+		return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}}, nil
+	}
+	b.undoClaims(req.AcquireRequest, acquired)
+	if topCount >= b.quorum {
+		return fencelock.TickResult{Claimed: true, LastTick: top.tick, LastToken: top.token}, nil
+	}
+	if len(granted)+unknown >= b.quorum {
+		return fencelock.TickResult{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
+	}
+	return fencelock.TickResult{AcquireResult: holder}, nil
+}
+
+// undoClaims is undo for a tick acquisition: on each master that granted
+// it, the hold is released, then the claim of the tick taken back. A
+// master where either was not confirmed is marked for the token.
+func (b *Backend) undoClaims(req fencelock.AcquireRequest, answers []answer[fencelock.AcquireResult]) {
+	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+	defer cancel()
+	undone := each(b, ctx, func(ctx context.Context, i int, n node) (struct{}, error) {
+		if a := answers[i]; a.err != nil || !a.val.Acquired {
+			return struct{}{}, nil
+		}
+		if _, err := n.b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef}); err != nil {
+			return struct{}{}, err
+		}
+		_, err := n.b.UndoTickClaim(ctx, req.Namespace, req.Key, req.Token)
+		return struct{}{}, err
+	})
+	var late []int
+	for i, r := range undone {
+		if r.err != nil && !errors.Is(r.err, fencelock.ErrNotSent) {
+			late = append(late, i)
+		}
+	}
+	b.poisoned.add(req.LockRef, len(b.nodes), late)
+}

@@ -9,18 +9,14 @@ import (
 )
 
 // replay runs steps, a counterexample the model found, on the memory
-// backend with no known defect tolerated. While the defect it shows is
-// listed in knownDefect (its fix is not merged), the test is skipped.
-func replay(t *testing.T, defect lockmodel.Defect, steps []lockmodel.Step) {
+// backend.
+func replay(t *testing.T, steps []lockmodel.Step) {
 	t.Helper()
-	if knownDefect[defect] {
-		t.Skipf("known defect, fix not merged: %s", defect)
-	}
 	lockmodel.Replay(t, lockmodel.Memory(), steps)
 }
 
 func TestModelForceReleaseLostReplyTellsOwnLock(t *testing.T) {
-	replay(t, DefectForcedLostReply, []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpFault, Dur: 10 * time.Millisecond, Fault: Fault{Kind: FaultLoseReply, Ops: FaultRelease, Times: 1}},
 		{Op: OpForceRelease},
@@ -28,7 +24,7 @@ func TestModelForceReleaseLostReplyTellsOwnLock(t *testing.T) {
 }
 
 func TestModelReleaseTokenLostReplyTellsOwnLock(t *testing.T) {
-	replay(t, DefectForcedLostReply, []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpFault, Dur: 10 * time.Millisecond, Fault: Fault{Kind: FaultLoseReply, Ops: FaultRelease, Times: 1}},
 		{Op: OpReleaseToken},
@@ -36,7 +32,7 @@ func TestModelReleaseTokenLostReplyTellsOwnLock(t *testing.T) {
 }
 
 func TestModelJobRunReleasedByTokenRunsOnce(t *testing.T) {
-	replay(t, DefectJobRunLost, []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpRunJob},
 		{Op: OpReleaseToken},
 		{Op: OpRunJob},
@@ -44,7 +40,7 @@ func TestModelJobRunReleasedByTokenRunsOnce(t *testing.T) {
 }
 
 func TestModelRefreshShorterInFlightEndsBelief(t *testing.T) {
-	replay(t, "", []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpFault, Dur: time.Second, Fault: Fault{Kind: FaultReplyDelay, Ops: FaultRenew, Delay: 500 * time.Millisecond}},
 		{Op: OpRefresh, TTL: 10 * time.Millisecond},
@@ -54,7 +50,7 @@ func TestModelRefreshShorterInFlightEndsBelief(t *testing.T) {
 }
 
 func TestModelJobRunForcedBeforeItBeganRunsOnce(t *testing.T) {
-	replay(t, DefectJobRunLost, []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpFault, Dur: 10 * time.Millisecond, Fault: Fault{Kind: FaultReplyDelay, Ops: FaultAcquire, Delay: 5 * time.Millisecond}},
 		{Op: OpRunJob},
 		{Op: OpForceRelease, Key: 2},
@@ -64,7 +60,7 @@ func TestModelJobRunForcedBeforeItBeganRunsOnce(t *testing.T) {
 }
 
 func TestModelHandOffToOwnerWaiter(t *testing.T) {
-	replay(t, DefectHandOffToOwner, []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpAcquire, TTL: 3 * time.Second},
 		{Op: OpAcquire, TTL: 3 * time.Second, Owner: 1},
 		{Op: OpRelease},
@@ -72,7 +68,7 @@ func TestModelHandOffToOwnerWaiter(t *testing.T) {
 }
 
 func TestModelForceReleaseSparesNextHolder(t *testing.T) {
-	replay(t, DefectForceReleaseNext, []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpAcquire, Client: 1, TTL: 3 * time.Second, Fair: true},
 		{Op: OpForceRelease, Client: 3},
@@ -80,7 +76,7 @@ func TestModelForceReleaseSparesNextHolder(t *testing.T) {
 }
 
 func TestModelJobLateInstanceRunsOnce(t *testing.T) {
-	replay(t, DefectJobLateInstance, []lockmodel.Step{
+	replay(t, []lockmodel.Step{
 		{Op: OpRunJob},
 		{Op: OpFinish},
 		{Op: OpAdvance, Dur: 500 * time.Millisecond},

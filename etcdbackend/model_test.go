@@ -34,18 +34,7 @@ func TestModelEtcd(t *testing.T) {
 		// A round trip to a consensus of three on a busy machine, a watch
 		// event delivered late: a few seconds is many of them.
 		Tolerance: 3 * time.Second,
-		Known:     knownDefect,
 		Checks:    10,
 		Steps:     30,
 	})
-}
-
-// knownDefect are the model's known defects whose fixes are not merged
-// (see the root package's model test).
-var knownDefect = map[lockmodel.Defect]bool{
-	lockmodel.DefectHandOffToOwner:   true,
-	lockmodel.DefectForceReleaseNext: true,
-	lockmodel.DefectJobLateInstance:  true,
-	lockmodel.DefectJobRunLost:       true,
-	lockmodel.DefectForcedLostReply:  true,
 }

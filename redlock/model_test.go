@@ -50,20 +50,9 @@ func TestModelRedlock(t *testing.T) {
 		// A master's reply slowed by a busy machine past the 250ms node
 		// timeout makes an attempt fail; a second is many of them.
 		Tolerance: 2 * time.Second,
-		Known:     knownDefect,
 		Checks:    12,
 		Steps:     30,
 	})
-}
-
-// knownDefect are the model's known defects that Redlock can show (see
-// the root package's model test).
-var knownDefect = map[lockmodel.Defect]bool{
-	lockmodel.DefectHandOffToOwner:   true,
-	lockmodel.DefectJobLateInstance:  true,
-	lockmodel.DefectJobRunLost:       true,
-	lockmodel.DefectForcedLostReply:  true,
-	lockmodel.DefectForceReleaseNext: true,
 }
 
 // masterView reads a lock on every master: its holds are those of any

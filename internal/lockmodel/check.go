@@ -159,6 +159,7 @@ func (m *machine) checkStoreHolds(now time.Time, views map[resource]View) map[re
 // ReleaseToken or ForceRelease took it (the holder learns of it at its
 // next renewal). It reports false, having failed the check, otherwise.
 func (m *machine) holdGone(h *holding, now time.Time) bool {
+	var spared *call // a ForceRelease that must not have released h
 	for _, c := range m.forces[h.r] {
 		if !c.end.IsZero() && c.end.Before(h.start) {
 			continue // over before h was asked for
@@ -169,22 +170,21 @@ func (m *machine) holdGone(h *holding, now time.Time) bool {
 				continue
 			}
 		case c.before != nil && c.before.Held && h.fence > c.before.Fence:
-			// Taken during the call (after the holder it saw).
-			if !m.tg.Known[DefectForceReleaseNext] {
-				m.fail("%s released %s, which took the lock during the call (fence %d; the holder it found had fence %d)",
-					c.what, h, h.fence, c.before.Fence)
-				return false
-			}
-			m.note("tolerated (known defect: %s): %s", DefectForceReleaseNext, h)
-			m.markForced(h, c)
-			h.forcedUnseen = true // its own Client may not have had its Lock yet
-			return true
+			// Taken during the call (after the holder it saw): not its
+			// to release.
+			spared = c
+			continue
 		case c.before != nil && !c.before.Held:
 			continue // found nothing to release
 		}
 		// Released by c (or maybe by c: it failed, or is in flight).
 		m.markForced(h, c)
 		return true
+	}
+	if spared != nil {
+		m.fail("%s is gone from the store: %s released it, which took the lock during the call (fence %d; the holder it found had fence %d)",
+			h, spared.what, h.fence, spared.before.Fence)
+		return false
 	}
 	m.fail("%s believes it holds the lock, but its hold is gone from the store", h)
 	return false
@@ -251,8 +251,6 @@ func (m *machine) checkForced(now time.Time) {
 			slack = m.tg.Tolerance
 		}
 		switch {
-		case c.cl == h.cl && c.faulty && m.tg.Known[DefectForcedLostReply]:
-			// tolerated
 		case c.cl == h.cl && !h.forcedUnseen && !now.Before(c.end.Add(slackIf(!m.virtual, slack))):
 			// Whatever it returned: its Client released the hold, or may
 			// have, and has the Lock.
@@ -430,9 +428,6 @@ func (m *machine) eligible(c *call, v View, now time.Time) (bound time.Duration,
 		if !c.write {
 			if slices.ContainsFunc(v.Holds, func(x Hold) bool { return x.Write }) {
 				return 0, false
-			}
-			if v.WriterMark != "" && m.tg.Known[DefectRWWriterMark] {
-				return 0, false // tolerated: the mark of a writer gone holds readers out
 			}
 			if slices.ContainsFunc(m.calls, func(w *call) bool { return w.r == c.r && w.write && w.waiting && !w.cancelled }) {
 				return 0, false // a writer waits: readers wait behind it

@@ -81,8 +81,8 @@ type Hold struct {
 type View struct {
 	Holds   []Hold
 	Counter int64 // the last fence minted; 0 when unknown
-	// WriterMark is a read-write lock's writer as the store marks it,
-	// which may outlive the writer's hold (DefectRWWriterMark).
+	// WriterMark is a read-write lock's writer as the store marks it (a
+	// real server's view tells the write hold by it).
 	WriterMark string
 }
 
@@ -157,40 +157,6 @@ const (
 	Partitions // the store's Backends implement Partitioner
 )
 
-// Defect names a known defect whose fix is not merged yet: a Target that
-// lists it in Known avoids or tolerates exactly the combination that shows
-// it, so that the machine keeps finding other defects meanwhile.
-type Defect string
-
-const (
-	// A same-Client hand-off to a waiter with WithOwner: the release
-	// offers the lock to a request whose Owner is not its Token, which
-	// the backend refuses with ErrInvalidArgument (tolerated: that error,
-	// from a Release).
-	DefectHandOffToOwner Defect = "hand-off to a WithOwner waiter is refused as invalid"
-	// ForceRelease's later rounds release a holder that took the lock
-	// during the call (tolerated: such a holder counts as released by
-	// force).
-	DefectForceReleaseNext Defect = "ForceRelease frees a holder that took the lock during the call"
-	// RunJob runs a tick again for an instance later than LockAtLeast
-	// (tolerated: a second run of a tick that began more than LockAtLeast
-	// after the first, once the first no longer holds the job).
-	DefectJobLateInstance Defect = "RunJob runs a tick again for an instance later than LockAtLeast"
-	// RunJob runs a tick again after the first run's hold was lost or
-	// released by token or by force while it ran (tolerated: a second
-	// run of a tick whose first run's lock had ended so). The tick record
-	// that fixes DefectJobLateInstance fixes this too.
-	DefectJobRunLost Defect = "RunJob runs a tick again after the first run lost its hold"
-	// ReleaseToken and ForceRelease do not end the Client's own Lock of
-	// a hold they released when the release's reply was lost: the retry
-	// finds the hold gone and counts it not released (tolerated: a holder
-	// not told at once after such a call that met a fault).
-	DefectForcedLostReply Defect = "ReleaseToken and ForceRelease leave their own Client's Lock untold after a lost reply"
-	// A read-write lock's writer mark outlives a writer that is gone,
-	// holding readers up (tolerated: readers' liveness is not checked).
-	DefectRWWriterMark Defect = "a read-write lock's writer mark outlives a dead writer"
-)
-
 // Target is what the machine runs against: a store and how to use it.
 type Target struct {
 	Name string
@@ -216,8 +182,6 @@ type Target struct {
 	// Tolerance is, in real time, the slack every bound gets for a busy
 	// machine (waking a goroutine, a round trip under load).
 	Tolerance time.Duration
-	// Known are the known defects to avoid or tolerate.
-	Known map[Defect]bool
 	// Checks and Steps are the default number of checks and of steps per
 	// check, when -rapid.checks and -rapid.steps are not given.
 	Checks, Steps int

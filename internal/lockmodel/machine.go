@@ -179,8 +179,8 @@ type holding struct {
 	forcedAt time.Time     // released by token or by force, by forcedBy
 	forcedBy *client
 	forcer   *call
-	// forcedUnseen: released while its Client may not have had the Lock
-	// yet (a known defect), so not told at once.
+	// forcedUnseen: released by a call of its own Client that began
+	// before the Lock was returned, so told at its next renewal.
 	forcedUnseen bool
 	toldAt       time.Time // when the model saw it told (Done)
 	cause        error
@@ -569,7 +569,7 @@ func (m *machine) options(s Step, ttl time.Duration, defaultRenew time.Duration)
 	}
 	switch s.MaxHold {
 	case 1:
-		opts = append(opts, fencelock.WithMaxHold(ttl/2))
+		opts = append(opts, fencelock.WithMaxHold(max(ttl/2, fencelock.MinTTL)))
 	case 2:
 		opts = append(opts, fencelock.WithMaxHold(2*ttl))
 	}

@@ -387,6 +387,12 @@ func (m *machine) markForced(h *holding, c *call) {
 		return
 	}
 	h.forcedAt, h.forcedBy, h.forcer = time.Now(), c.cl, c
+	if h.at.After(c.start) {
+		// Its Client had no Lock of it yet when c began (a reply or a
+		// hand-off in flight): told at its next renewal, as a holder of
+		// another Client is.
+		h.forcedUnseen = true
+	}
 	m.stats["forced"]++
 	m.note("%s released by %s", h, c.what)
 }
@@ -576,13 +582,11 @@ func (m *machine) expectErr(c *call, err error, allowed ...error) {
 		return
 	}
 	if errors.Is(err, fencelock.ErrInvalidArgument) {
-		if m.tg.Known[DefectHandOffToOwner] && strings.Contains(err.Error(), "invalid next") {
-			// The release refused, then retried in the background.
-			m.note("tolerated (known defect: %s): %v", DefectHandOffToOwner, err)
-			return
-		}
 		m.fail("%s: a valid call got an error matching ErrInvalidArgument: %v", c.what, err)
 		return
+	}
+	if c.cancelled && errors.Is(err, context.Canceled) {
+		return // the caller's context, which the model cancelled, ended it
 	}
 	for _, a := range allowed {
 		if errors.Is(err, a) {
@@ -662,18 +666,6 @@ func (m *machine) goneFromStore(h *holding) bool {
 // checkJobRun checks that no other run of fn's tick began, on any Client.
 func (m *machine) checkJobRun(fn *fnRun) {
 	for _, e := range m.jobRuns[fn.tick] {
-		// LockAtLeast counts from when the first run's acquire was sent
-		// (which a late reply can put well before its fn began).
-		late := fn.start.Sub(e.h.sent) >= m.tg.Job.LockAtLeast
-		if late && m.tg.Known[DefectJobLateInstance] {
-			m.note("tolerated (known defect: %s): %s ran tick %s again", DefectJobLateInstance, fn.c.what, fn.tick)
-			continue
-		}
-		lost := e.h.forced() || errors.Is(context.Cause(e.h.ctx), fencelock.ErrLost) || m.goneFromStore(e.h)
-		if lost && m.tg.Known[DefectJobRunLost] {
-			m.note("tolerated (known defect: %s): %s ran tick %s again", DefectJobRunLost, fn.c.what, fn.tick)
-			continue
-		}
 		m.fail("tick %s ran twice: by %s at %v and by %s at %v", fn.tick, e.c.what, m.since(e.start), fn.c.what, m.since(fn.start))
 	}
 	m.jobRuns[fn.tick] = append(m.jobRuns[fn.tick], fn)
@@ -709,6 +701,7 @@ func (m *machine) teardown() {
 		}
 	}
 	for _, c := range m.calls {
+		c.cancelled = true
 		c.cancel()
 		c.quick = true
 	}

@@ -61,7 +61,7 @@ type Step struct {
 	Wait      time.Duration // WithWait(Wait) when HasWait
 	HasWait   bool          //
 	Renew     int           // WithAutoRenew: 0 none, 1 ttl/3, 2 ttl/2
-	MaxHold   int           // WithMaxHold: 0 none, 1 ttl/2, 2 2*ttl
+	MaxHold   int           // WithMaxHold: 0 none, 1 ttl/2 (at least MinTTL), 2 2*ttl
 	Try       bool          // OpSemaphore, OpRWLock: a single attempt
 	Write     bool          // OpRWLock: the write hold
 	Fault     Fault         // OpFault

@@ -344,10 +344,11 @@ func (m *machine) releaseToken(s Step) {
 	})
 }
 
-// forceRelease frees a plain key, from a worker or the operator.
+// forceRelease frees a name, every kind of hold of it, from a worker or the
+// operator.
 func (m *machine) forceRelease(s Step) {
-	key := forceKeys[s.Key%len(forceKeys)]
-	r := resource{FamLock, key}
+	r := m.resources[s.Key%len(m.resources)]
+	key := r.key
 	issuer := m.clientAt(s.Client)
 	c := m.newCall(issuer, "ForceRelease "+key, r, context.Background())
 	c.quick = true
@@ -359,11 +360,11 @@ func (m *machine) forceRelease(s Step) {
 		}
 		before := o.info
 		c.before = &before
-		if !before.Held {
+		if !before.AnyHeld() {
 			return
 		}
 		for _, h := range m.holdings {
-			if h.r == r && (h.fence == before.Fence || holdsToken(before, h.token)) {
+			if h.r == r && sawHold(before, h) {
 				m.markForced(h, c)
 			}
 		}
@@ -379,6 +380,16 @@ func holdsToken(info fencelock.LockInfo, token string) bool {
 	return slices.ContainsFunc(info.Holds, func(h fencelock.HoldInfo) bool { return h.Token == token })
 }
 
+// sawHold reports whether a ForceRelease that found before at its start
+// may release h: the plain lock's holder it saw (its fence: re-entries it
+// took meanwhile go too), or a permit or read or write hold it listed.
+func sawHold(before fencelock.LockInfo, h *holding) bool {
+	if h.r.fam == FamLock {
+		return before.Held && (h.fence == before.Fence || holdsToken(before, h.token))
+	}
+	return slices.ContainsFunc(before.Others, func(x fencelock.HoldInfo) bool { return x.Token == h.token })
+}
+
 // markForced records that c released h's hold by its token or by force:
 // its holder is told at once by its own Client, and by another within its
 // renewal interval.
@@ -387,10 +398,11 @@ func (m *machine) markForced(h *holding, c *call) {
 		return
 	}
 	h.forcedAt, h.forcedBy, h.forcer = time.Now(), c.cl, c
-	if h.at.After(c.start) {
-		// Its Client had no Lock of it yet when c began (a reply or a
-		// hand-off in flight): told at its next renewal, as a holder of
-		// another Client is.
+	if h.id > c.id {
+		// The model saw it returned only after c began: its Client may
+		// have had no Lock of it yet when c released it (a reply or a
+		// hand-off in flight), so it is told at its next renewal, as a
+		// holder of another Client is.
 		h.forcedUnseen = true
 	}
 	m.stats["forced"]++

@@ -26,7 +26,7 @@ const (
 	OpRefresh         // Refresh lock Pick to TTL
 	OpTTL             // TTL of lock Pick
 	OpReleaseToken    // ReleaseToken of lock Pick's token, by Client (Clients: the operator)
-	OpForceRelease    // ForceRelease of key Key (plain, job, election), by Client
+	OpForceRelease    // ForceRelease of name Key (plain, job, election, semaphore, read-write), by Client
 	OpFinish          // end fn Pick (Do, RunJob)
 	OpCancel          // cancel the context of waiting call Pick
 	OpClose           // Close Client
@@ -51,7 +51,7 @@ func (o Op) String() string {
 type Step struct {
 	Op     Op
 	Client int           // a worker Client's slot; Target.Clients means the operator
-	Key    int           // a plain key: 0 "a", 1 "b" (OpForceRelease also 2: the job's, 3: the election's)
+	Key    int           // a plain key: 0 "a", 1 "b" (OpForceRelease also 2: the job's, 3: the election's, 4: the semaphore's, 5: the read-write lock's)
 	Pick   int           // which lock, leadership, fn or call (modulo how many there are; recent first)
 	TTL    time.Duration // the lease (OpRefresh: the new one)
 	Dur    time.Duration // OpAdvance: how long; OpFault: how long the fault lasts
@@ -241,7 +241,7 @@ func drawStep(t *rapid.T, m *machine) Step {
 		s.Pick = rapid.IntRange(0, 7).Draw(t, "pick")
 		s.Client = rapid.IntRange(0, tg.Clients).Draw(t, "client")
 	case OpForceRelease:
-		s.Key = rapid.IntRange(0, 3).Draw(t, "key")
+		s.Key = rapid.IntRange(0, 5).Draw(t, "key")
 		s.Client = rapid.IntRange(0, tg.Clients).Draw(t, "client")
 	case OpClose, OpOpen:
 		s.Client = rapid.IntRange(0, tg.Clients-1).Draw(t, "client")

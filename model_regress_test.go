@@ -83,3 +83,28 @@ func TestModelJobLateInstanceRunsOnce(t *testing.T) {
 		{Op: OpRunJob, Client: 1},
 	})
 }
+
+func TestModelFairReentryLeavesLine(t *testing.T) {
+	replay(t, []lockmodel.Step{
+		{Op: OpAcquire, TTL: 10 * time.Millisecond, Fair: true},
+		{Op: OpAcquire, TTL: 10 * time.Millisecond, Fair: true},
+		{Op: OpAcquire, TTL: 10 * time.Millisecond, Owner: 1, Fair: true},
+		{Op: OpAcquire, Client: 2, TTL: 3 * time.Second, Owner: 1, Fair: true},
+		{Op: OpFault, Dur: 10 * time.Millisecond, Fault: Fault{Kind: FaultReplyDelay, Ops: FaultAcquire, Delay: 50 * time.Millisecond}},
+		{Op: OpReleaseToken},
+		{Op: OpAdvance, Dur: 10 * time.Millisecond},
+		{Op: OpForceRelease},
+		{Op: OpAdvance, Dur: 100 * time.Millisecond},
+	})
+}
+
+func TestModelLateRenewalAfterLongerRefresh(t *testing.T) {
+	replay(t, []lockmodel.Step{
+		{Op: OpFault, Dur: 200 * time.Millisecond, Fault: Fault{Kind: FaultRequestDelay, Ops: FaultRenew, Delay: 500 * time.Millisecond}},
+		{Op: OpAdvance, Dur: 100 * time.Millisecond},
+		{Op: OpDo, Client: 1, Key: 1, TTL: 300 * time.Millisecond, Owner: 2, HasWait: true, Wait: 50 * time.Millisecond},
+		{Op: OpAdvance, Dur: 100 * time.Millisecond},
+		{Op: OpRefresh, Pick: 2, TTL: 1 * time.Second},
+		{Op: OpAdvance, Dur: 2 * time.Second},
+	})
+}

@@ -51,7 +51,7 @@ type Lock struct {
 	signalled bool       // end has run the whenEnded callbacks and closed Done
 	yielded   bool       // the release woke another process for its turn (ReleaseResult.Yielded): end leaves the Client's next waiter asleep
 	ttl       time.Duration
-	unsettled time.Duration // the shortest ttl of a renewal whose outcome is unknown; 0: none (lease.go)
+	unsettled time.Duration // the shortest ttl of a request for this hold whose outcome is unknown; 0: none (lease.go)
 	deadline  time.Time     // local lease deadline (lease.go)
 	nextRenew time.Time     // when automatic renewal is next due
 	turnFree  chan struct{} // made by a Refresh waiting for the renewal turn; closed when it is free
@@ -62,7 +62,14 @@ type Lock struct {
 }
 
 func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Duration, sent time.Time, tombstone bool) *Lock {
+	var unsettled time.Duration
+	if tombstone {
+		// The attempt still on its way would be a retry, setting the
+		// lease to req.TTL from whenever it lands.
+		unsettled = req.TTL
+	}
 	return &Lock{
+		unsettled: unsettled,
 		client:    c,
 		ref:       req.LockRef,
 		fence:     res.Fence,
@@ -218,10 +225,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // or, when the request may have reached the server, until the deadline the
 // new ttl would give, if that is earlier. That earlier deadline applies from
 // the moment the request is sent: while it is in flight, Deadline, Err and
-// Done already count with the shorter lease it may set. A renewal that
-// failed that way may also land later, after a longer ttl was granted, and
-// set the lease back to its own ttl: from then on the local deadline counts
-// no renewal of this Lock as longer than the shortest such ttl.
+// Done already count with the shorter lease it may set. A request whose
+// outcome is unknown (a renewal that failed that way, or an attempt of the
+// acquisition whose reply never came) may also land later, after a longer
+// ttl was granted, and set the lease back to its own ttl: from then on the
+// local deadline counts no renewal of this Lock as longer than that ttl.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock

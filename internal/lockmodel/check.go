@@ -160,6 +160,9 @@ func (m *machine) checkStoreHolds(now time.Time, views map[resource]View) map[re
 // next renewal). It reports false, having failed the check, otherwise.
 func (m *machine) holdGone(h *holding, now time.Time) bool {
 	var spared *call // a ForceRelease that must not have released h
+	var by *call     // the call that released h, or may have
+	// lenient: a release by c leaves h to learn of it at its next renewal.
+	lenient := func(c *call) bool { return c.cl != h.cl || c.end.IsZero() }
 	for _, c := range m.forces[h.r] {
 		if !c.end.IsZero() && c.end.Before(h.start) {
 			continue // over before h was asked for
@@ -178,7 +181,15 @@ func (m *machine) holdGone(h *holding, now time.Time) bool {
 			continue
 		}
 		// Released by c (or maybe by c: it failed, or is in flight).
-		m.markForced(h, c)
+		// When several calls may have released it, the one whose Client
+		// need not tell the holder at once is blamed: a call of the
+		// holder's own Client that failed may have released nothing.
+		if by == nil || (!lenient(by) && lenient(c)) {
+			by = c
+		}
+	}
+	if by != nil {
+		m.markForced(h, by)
 		return true
 	}
 	if spared != nil {

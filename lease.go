@@ -101,6 +101,12 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 		if !errors.Is(res.Err, ErrNotSent) {
 			// It may have been applied, with a shorter ttl than before.
 			l.deadline = earliest(l.deadline, c.leaseEnd(sent, ttl))
+			// Or it may still be on its way, and land after a later
+			// renewal with a longer ttl, setting the lease back to its own
+			// ttl from whenever it lands: no later grant counts for more.
+			if l.unsettled == 0 || ttl < l.unsettled {
+				l.unsettled = ttl
+			}
 		}
 		l.nextRenew = time.Now().Add(renewRetryDelay(l.autoRenew))
 		deadline := l.deadline
@@ -112,7 +118,11 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 		l.mu.Unlock()
 		l.lose(LostGone, "renewal found the lock gone (expired, deleted or taken over)", false)
 	default:
-		l.deadline = l.boundedLocked(c.grantedEnd(sent, ttl, res.Validity))
+		end := c.grantedEnd(sent, ttl, res.Validity)
+		if l.unsettled > 0 && l.unsettled < ttl {
+			end = earliest(end, c.leaseEnd(sent, l.unsettled))
+		}
+		l.deadline = l.boundedLocked(end)
 		l.nextRenew = sent.Add(l.autoRenew)
 		l.mu.Unlock()
 	}

@@ -51,6 +51,7 @@ type Lock struct {
 	signalled bool       // end has run the whenEnded callbacks and closed Done
 	yielded   bool       // the release woke another process for its turn (ReleaseResult.Yielded): end leaves the Client's next waiter asleep
 	ttl       time.Duration
+	unsettled time.Duration // the shortest ttl of a request for this hold whose outcome is unknown; 0: none (lease.go)
 	deadline  time.Time     // local lease deadline (lease.go)
 	nextRenew time.Time     // when automatic renewal is next due
 	turnFree  chan struct{} // made by a Refresh waiting for the renewal turn; closed when it is free
@@ -61,7 +62,14 @@ type Lock struct {
 }
 
 func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Duration, sent time.Time, tombstone bool) *Lock {
+	var unsettled time.Duration
+	if tombstone {
+		// The attempt still on its way would be a retry, setting the
+		// lease to req.TTL from whenever it lands.
+		unsettled = req.TTL
+	}
 	return &Lock{
+		unsettled: unsettled,
 		client:    c,
 		ref:       req.LockRef,
 		fence:     res.Fence,
@@ -215,7 +223,13 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // server cannot be reached it returns an error matching ErrUnavailable; the
 // lock then stays held until its current deadline unless a renewal succeeds,
 // or, when the request may have reached the server, until the deadline the
-// new ttl would give, if that is earlier.
+// new ttl would give, if that is earlier. That earlier deadline applies from
+// the moment the request is sent: while it is in flight, Deadline, Err and
+// Done already count with the shorter lease it may set. A request whose
+// outcome is unknown (a renewal that failed that way, or an attempt of the
+// acquisition whose reply never came) may also land later, after a longer
+// ttl was granted, and set the lease back to its own ttl: from then on the
+// local deadline counts no renewal of this Lock as longer than that ttl.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
@@ -259,13 +273,22 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l.beginRenewalLocked()
 	l.ttl = ttl
+	before := l.deadline
+	// From the moment the request is sent the server may apply it, and a
+	// shorter ttl ends the lease sooner: until a reply says otherwise, the
+	// lock is held no longer than the new lease allows, so that a reply
+	// that is late cannot leave the holder believing past the lease's end.
+	sent := now()
+	l.deadline = earliest(before, l.client.leaseEnd(sent, ttl))
 	deadline := l.deadline
 	l.mu.Unlock()
+	if deadline.Before(before) {
+		l.client.leases.reschedule(l)
+	}
 
-	// A reply after the current deadline comes too late: the lock will
-	// have been declared lost by then.
+	// A reply after the deadline comes too late: the lock will have been
+	// declared lost by then.
 	rctx, cancel := context.WithDeadline(ctx, deadline)
-	sent := now()
 	var results []RenewResult
 	err := rctx.Err()
 	if err != nil {
@@ -280,6 +303,14 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	res := RenewResult{Err: err}
 	if err == nil {
 		res = results[0]
+	}
+	if errors.Is(err, ErrNotSent) {
+		// Not applied: the lease it had still holds.
+		l.mu.Lock()
+		if l.err == nil && !l.releasing {
+			l.deadline = latestOf(l.deadline, before)
+		}
+		l.mu.Unlock()
 	}
 	l.finishRenewal(sent, ttl, res)
 	l.client.leases.reschedule(l)

@@ -143,7 +143,9 @@ func (c *Client) checkKey(op, key string) error {
 // the caller can decide.
 //
 // A *Lock of this Client for the same hold ends at once, lost (ErrLost,
-// LostGone), and this Client's waiters for the key go ahead; a *Lock of
+// LostGone), and this Client's waiters for the key go ahead; it ends too
+// when the release could not be confirmed (the hold may be gone), and then
+// a retry that finds the hold gone counts it as released. A *Lock of
 // another Client or process learns that the hold is gone at its next
 // renewal (or its lease deadline), and is then lost. Release through the
 // *Lock when you have it.
@@ -161,22 +163,36 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 	if token == "" {
 		return 0, invalid("token", token, "must not be empty")
 	}
-	// The hold's deadline is unknown here, so a retry that finds nothing
-	// after a lost reply is reported as ErrNotHeld, never guessed released.
 	ref := c.ref(key, token)
-	res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, time.Time{})
+	res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, c.heldUntilHere(ref))
+	// This Client's *Lock of the hold, if any, ends whatever the reply:
+	// the hold is gone, or may be (a lost reply), and was asked to go.
+	if !errors.Is(err, ErrInvalidArgument) {
+		c.endHere(ref, "released by its token (Client.ReleaseToken), not through the *Lock")
+	}
 	switch {
 	case err != nil:
 		return 0, err
 	case !res.Held:
 		return 0, lockError("release", key, ErrNotHeld)
 	}
-	c.endHere(ref, "released by its token (Client.ReleaseToken), not through the *Lock")
 	if res.Remaining == 0 && !res.Yielded {
 		c.queues.released(key)
 	}
 	c.log.Info("fencelock: released by token", "key", key, "token", shortToken(token), "holds_left", res.Remaining)
 	return res.Remaining, nil
+}
+
+// heldUntilHere is the deadline of this Client's *Lock for the hold ref,
+// or zero when it has none. With it, a retried release that finds nothing
+// after a lost reply counts the hold as released by the first request;
+// without it (another process's hold) the retry reports ErrNotHeld, never
+// a guess.
+func (c *Client) heldUntilHere(ref LockRef) time.Time {
+	if lk := c.leases.find(ref); lk != nil {
+		return lk.Deadline()
+	}
+	return time.Time{}
 }
 
 // endHere ends this Client's *Lock for the hold ref, if it has one, as
@@ -338,11 +354,15 @@ func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, r
 		ops = c.prims.rw
 	}
 	ref := c.ref(key, h.Token)
-	res, err := c.sendReleaseOps(ctx, ops, ReleaseRequest{LockRef: ref}, time.Time{})
+	res, err := c.sendReleaseOps(ctx, ops, ReleaseRequest{LockRef: ref}, c.heldUntilHere(ref))
+	// This Client's *Lock of the hold, if any, ends whatever the reply:
+	// the hold is gone, or may be (a lost reply), and was asked to go.
+	if !errors.Is(err, ErrInvalidArgument) {
+		c.endHere(ref, "force-released (Client.ForceRelease): "+reason)
+	}
 	if err != nil || !res.Held {
 		return false, err
 	}
-	c.endHere(ref, "force-released (Client.ForceRelease): "+reason)
 	if ops == nil && res.Remaining == 0 && !res.Yielded {
 		c.queues.released(key)
 	}

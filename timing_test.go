@@ -2065,3 +2065,80 @@ func TestTimingWaitDeadlineIsNotAnOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestTimingLateRenewalAfterLongerRefresh pins down a renewal whose outcome
+// is unknown and which lands late, after a Refresh to a longer ttl: the
+// store then sets the lease to the old, shorter ttl from its late arrival.
+// The holder must not count on the longer lease while such a request may
+// still land, or it believes it holds after the store has let the key go
+// (here: renewals refused after the late landing, another client takes the
+// key when the short lease ends).
+func TestTimingLateRenewalAfterLongerRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		a, b := e.client("a"), e.client("b")
+		ctx := context.Background()
+		lk, err := a.TryAcquire(ctx, "k", 300*time.Millisecond, fencelock.WithAutoRenew(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The renewal sent at 100ms times out at 150ms, but lands at 500ms
+		// and sets the lease to 300ms from there: until 800ms.
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Times: 1, RequestDelay: 400 * time.Millisecond})
+		e.sleepUntil(160 * time.Millisecond)
+		if err := lk.Refresh(ctx, 2*time.Second); err != nil {
+			t.Fatalf("Refresh: %v", err)
+		}
+		e.sleepUntil(490 * time.Millisecond)
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true})
+		e.sleepUntil(801 * time.Millisecond)
+		if st := e.state("k"); st.Held() {
+			t.Fatalf("at 801ms the store still holds %+v, want the late renewal's lease ended at 800ms", st.Holds)
+		}
+		if lk.Held() {
+			t.Errorf("the holder still believes it holds (deadline %v) after the store's lease ended at 800ms",
+				lk.Deadline().Sub(e.start))
+		}
+		if _, err := b.TryAcquire(ctx, "k", time.Second); err != nil {
+			t.Errorf("another client after the lease ended: %v", err)
+		}
+	})
+}
+
+// TestTimingLateAttemptAfterLongerRefresh is the same for an acquisition:
+// an attempt of the waiter that timed out lands after a later attempt took
+// the lock and a Refresh lengthened its lease; being the same token's, it
+// is applied as a retry and sets the lease back to the acquisition's ttl.
+func TestTimingLateAttemptAfterLongerRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := tmNewEnv(t)
+		a, b := e.client("a"), e.client("b")
+		ctx := context.Background()
+		// The first attempt, sent at 0, is given up at 270ms (no reply
+		// within the local lease) and lands at 500ms.
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Acquire, Times: 1, RequestDelay: 500 * time.Millisecond})
+		lk, err := a.Acquire(ctx, "k", 300*time.Millisecond, fencelock.WithWait(2*time.Second), fencelock.WithAutoRenew(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := e.now(); at >= 400*time.Millisecond {
+			t.Fatalf("acquired at %v, want before the late attempt lands at 500ms", at)
+		}
+		if err := lk.Refresh(ctx, 2*time.Second); err != nil {
+			t.Fatalf("Refresh: %v", err)
+		}
+		e.sleepUntil(490 * time.Millisecond)
+		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true})
+		e.sleepUntil(801 * time.Millisecond)
+		if st := e.state("k"); st.Held() {
+			t.Fatalf("at 801ms the store still holds %+v, want the late attempt's lease ended at 800ms", st.Holds)
+		}
+		if lk.Held() {
+			t.Errorf("the holder still believes it holds (deadline %v) after the store's lease ended at 800ms",
+				lk.Deadline().Sub(e.start))
+		}
+		if _, err := b.TryAcquire(ctx, "k", time.Second); err != nil {
+			t.Errorf("another client after the lease ended: %v", err)
+		}
+	})
+}

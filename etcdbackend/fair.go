@@ -118,9 +118,9 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 				[]clientv3.Cmp{lineEmpty},
 				take,
 				[]clientv3.Op{clientv3.OpTxn(first, take, join)})},
-			[]clientv3.Op{clientv3.OpTxn( // held: re-entry, or wait in line
+			[]clientv3.Op{clientv3.OpTxn( // held: re-entry (leaving the line), or wait in line
 				[]clientv3.Cmp{allOwners},
-				[]clientv3.Op{put, getLast, clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly())},
+				[]clientv3.Op{put, getLast, clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly()), clientv3.OpDelete(me)},
 				join)},
 		)).
 		Else(clientv3.OpDelete(me), clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()))). // tombstoned: leave the line too
@@ -187,6 +187,9 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		if prev := turn.Responses[0].GetResponsePut().PrevKv; prev != nil && clientv3.LeaseID(prev.Lease) != lease.ID {
 			b.revokeLater(clientv3.LeaseID(prev.Lease))
 		}
+		// Its place, if it had one, is gone with the re-entry: it must not
+		// hold the line up once the lock is free.
+		b.forgetPlace(me)
 		unusedPlace(0)
 		fence, err := fenceOf(turn.Responses[1].GetResponseRange())
 		if err != nil {

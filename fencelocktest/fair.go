@@ -19,6 +19,8 @@ func init() {
 		{"FairReleaseLeavesLine", fairCheck(fairReleaseLeavesLine)},
 		{"FairPlaceLapses", fairCheck(fairPlaceLapses)},
 		{"FairReentryDoesNotWait", fairCheck(fairReentryDoesNotWait)},
+		{"FairReentryLeavesLine", fairCheck(fairReentryLeavesLine)},
+		{"FairGrantReentryLeavesLine", grantCheck(fairGrantReentryLeavesLine)},
 		{"FairTurnIsNotified", fairCheck(fairTurnIsNotified)},
 		{"FairGrant", grantCheck(fairGrant)},
 	}...)
@@ -204,6 +206,75 @@ func fairReentryDoesNotWait(ctx context.Context, s *suite, fb fencelock.FairBack
 	inner, err := fb.AcquireFair(ctx, req, 30*time.Second)
 	if err != nil || !inner.Acquired || inner.Fence != outer.Fence || inner.Holds != 2 {
 		s.t.Fatalf("fair re-entry with a waiter in line: %+v %v, want acquired with fence %d and 2 holds", inner, err, outer.Fence)
+	}
+}
+
+// A waiter in line that gets the lock by re-entry (its owner took the lock
+// meanwhile) leaves the line: its old place must not hold the free lock
+// back from others once both holds are released.
+func fairReentryLeavesLine(ctx context.Context, s *suite, fb fencelock.FairBackend) {
+	const ttl, place = 10 * time.Second, 30 * time.Second
+	attempt := func(token string) fencelock.AcquireResult {
+		s.t.Helper()
+		res, err := fb.AcquireFair(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", token), Owner: "owner", TTL: ttl}, place)
+		if err != nil {
+			s.t.Fatalf("AcquireFair(%s): %v", token, err)
+		}
+		return res
+	}
+	s.fairAcquire(ctx, fb, "k", "holder", ttl, place)
+	attempt("a")
+	attempt("b")
+	s.release(ctx, "k", "holder")
+	outer := attempt("a")
+	if !outer.Acquired {
+		s.t.Fatalf("the first waiter on its turn: %+v, want acquired", outer)
+	}
+	if inner := attempt("b"); !inner.Acquired || inner.Fence != outer.Fence || inner.Holds != 2 {
+		s.t.Fatalf("the second waiter, of the same owner: %+v, want re-entry with fence %d and 2 holds", inner, outer.Fence)
+	}
+	s.release(ctx, "k", "a")
+	s.release(ctx, "k", "b")
+	if res := s.fairAcquire(ctx, fb, "k", "other", ttl, 0); !res.Acquired {
+		s.t.Fatalf("another waiter once both holds are released: %+v, want acquired (no place left in line)", res)
+	}
+}
+
+// As fairReentryLeavesLine, for a granted lock: a waiter that re-entered
+// the lock granted to its owner's other waiter leaves the line, so that the
+// release of both holds grants it nothing (a hold its client would not know
+// of, with a fence and lease of its own).
+func fairGrantReentryLeavesLine(ctx context.Context, s *suite, fg fencelock.FairGranter) {
+	const ttl, place, grant = 10 * time.Second, 30 * time.Second, 2 * time.Second
+	seq := int64(0)
+	attempt := func(token string) fencelock.AcquireResult {
+		s.t.Helper()
+		seq++
+		req := fencelock.AcquireRequest{LockRef: s.ref("k", token), Owner: "owner", TTL: ttl}
+		res, err := fg.AcquireFairGrant(ctx, req, place, grant, seq)
+		if err != nil {
+			s.t.Fatalf("AcquireFairGrant(%s): %v", token, err)
+		}
+		return res
+	}
+	s.fairAcquire(ctx, fg, "k", "holder", ttl, place)
+	attempt("a")
+	attempt("b")
+	s.release(ctx, "k", "holder") // grants the lock to a (or wakes it)
+	outer := attempt("a")
+	if !outer.Acquired {
+		s.t.Fatalf("the first waiter on its turn: %+v, want acquired", outer)
+	}
+	if inner := attempt("b"); !inner.Acquired || inner.Fence != outer.Fence || inner.Holds != 2 {
+		s.t.Fatalf("the second waiter, of the same owner: %+v, want re-entry with fence %d and 2 holds", inner, outer.Fence)
+	}
+	s.release(ctx, "k", "a")
+	s.release(ctx, "k", "b")
+	if rel := s.release(ctx, "k", "b"); rel.Held {
+		s.t.Fatalf("b's token holds the lock again after its release: %+v, want nothing granted to it", rel)
+	}
+	if res := s.acquire(ctx, "k", "other", "other", ttl); !res.Acquired {
+		s.t.Fatalf("another client once both holds are released: %+v, want acquired", res)
 	}
 }
 

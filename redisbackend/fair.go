@@ -116,7 +116,7 @@ end
 // goes to the first live waiter of the line (or to anyone when the line is
 // empty). A refused waiter joins the line, or renews its place, for place
 // ms (0: it does not join, as for TryAcquire). Re-entry by the owner does
-// not wait in line.
+// not wait in line, and leaves it.
 //
 //	KEYS: lock, fence counter, tombstone, queue, queue ends
 //	ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor, place (ms), channel,
@@ -161,6 +161,8 @@ if present - (found and 1 or 0) >= 2 then
 end
 
 if holder and holder == owner then
+  -- No place left in line to hold the lock back, or be granted it, later.
+  leave_line(queue, queueEnds, token)
   return reenter(lock, hold, now, ttl, live, latest)
 end
 

@@ -140,7 +140,10 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		}
 		held := len(l.holds) > 0
 		if held && l.owner == req.Owner {
-			return l.acquire(now, req), nil // re-entry or retry: no line
+			// Re-entry or retry: no line, and no place left in it to
+			// hold the lock back, or be granted it, later.
+			f.leave(id, req.Token)
+			return l.acquire(now, req), nil
 		}
 		head, headEnd := f.head(id, now)
 		if !held && (head == "" || head == req.Token) {

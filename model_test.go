@@ -1,0 +1,24 @@
+package fencelock_test
+
+import (
+	"testing"
+
+	"github.com/fencelock/fencelock/internal/lockmodel"
+	"github.com/fencelock/fencelock/internal/servertest"
+)
+
+// The model of every feature together, on the memory backend in virtual
+// time: see internal/lockmodel.
+func TestModelMemory(t *testing.T) {
+	tg := lockmodel.Memory()
+	lockmodel.Run(t, tg)
+}
+
+// The model against a real redis-server, in real time: fewer steps, and
+// the tolerances of real time (see lockmodel.Target.Tolerance and the
+// model's realSlack).
+func TestModelRedis(t *testing.T) {
+	srv := servertest.Redis(t)
+	tg := lockmodel.Redis(t, srv.Addr())
+	lockmodel.Run(t, tg)
+}

@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Leader election (issue 10 item 4) against a real redis-server: three
+// Leader election against a real redis-server: three
 // processes (this test binary re-executed) campaign in a loop for 5s, each
 // leader holding office 100ms and resigning. The server counts the leaders
 // in office (never more than one) and the terms (each above the last).
@@ -357,8 +357,8 @@ func (c *countedInspector) InspectLock(ctx context.Context, namespace, key strin
 
 // Observe, deterministically, with a backend that notifies acquisitions
 // (ChangeNotifier): it sees a new leader at the instant Campaign takes the
-// election, where it used to see it at its next look (up to a second later),
-// and it does not keep looking at an election without a leader.
+// election, not at its next look (up to a second later), and it does not
+// keep looking at an election without a leader.
 func TestElectionObserveSeesNewLeaderAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := tmNewEnv(t)

@@ -137,8 +137,8 @@ func (c *Client) checkFair(cfg acquireConfig) error {
 // a fair waiter for less than its ttl (fairGrantLease) to the full ttl, as
 // Refresh does; the caller has the lock meanwhile. It waits first for a
 // third of what is left of the granted lease: in a busy line most locks
-// are released before that, and then need no second round trip (issue 9:
-// the extension was one of the two scripts of every fair hand-off). It
+// are released before that, and then need no second round trip (the
+// extension would otherwise be a second script in every fair hand-off). It
 // retries while the store cannot be reached, until the lock ends (its local
 // deadline, a release, Close). Close waits for it.
 func (c *Client) completeGrant(lk *Lock, ttl time.Duration) {

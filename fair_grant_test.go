@@ -285,8 +285,8 @@ func TestFairWithoutGrants(t *testing.T) {
 // A fair waiter that is told when its turn comes (a grant, or a wake-up
 // to it alone) does not poll: while the holder keeps the lock, it makes an
 // attempt only to renew its place, every third of FairPlaceLease, not at
-// the retry backoff (10 ms, 20 ms, 40 ms, ...). Issue 9: with 16 waiters
-// the polls cost 5 attempts per hand-off.
+// the retry backoff (10 ms, 20 ms, 40 ms, ...), where with 16 waiters the
+// polls would cost 5 attempts per hand-off.
 func TestFairWaiterDoesNotPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, client := grantEnv(t)
@@ -317,7 +317,7 @@ func TestFairWaiterDoesNotPoll(t *testing.T) {
 // A fair waiter that comes while another call of its Client already waits
 // for the key (and so watches it) watches before its first attempt: it
 // joins the line with one attempt, not with one more after subscribing
-// (issue 9: that second attempt was a third of the scripts of a busy fair
+// (that second attempt would be a third of the scripts of a busy fair
 // line's hand-off). Both are granted the lock in turn, without attempts.
 func TestFairWaiterJoinsWithOneAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

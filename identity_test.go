@@ -14,7 +14,7 @@ import (
 	"github.com/fencelock/fencelock/internal/memorybackend"
 )
 
-// WithIdentity (issue 12): the holder's identity is stored with the lock,
+// WithIdentity: the holder's identity is stored with the lock,
 // on Redis and on the memory backend, and Inspect returns it (on Redis it
 // reads the server, whichever Client asks); a Client without one stores
 // nothing, and Inspect's Identity is empty.

@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Run-once jobs (issue 10 item 5), deterministically: three instances whose
+// Run-once jobs, deterministically: three instances whose
 // schedulers fire 0, 150 and 300ms late run a 1s job for 10 ticks; each
 // tick runs exactly once, on the first instance to fire, with fences that
 // increase from run to run; the job stays taken for LockAtLeast after a
@@ -191,11 +191,11 @@ func TestJobInvalid(t *testing.T) {
 	})
 }
 
-// The issue's scenario against a real redis-server: 3 processes (this test
+// Racing schedulers against a real redis-server: 3 processes (this test
 // binary re-executed) each run a job every second for 15 ticks, their
 // schedulers 0, 20 and 40ms late and jittered by up to 60ms, so that
 // each tick's attempts race within 100ms; the server counts exactly one
-// run per tick. (The plain TryAcquire-and-release pattern ran 27 times.)
+// run per tick.
 func TestJobAcrossProcesses(t *testing.T) {
 	srv, rdb := startRedis(t)
 	ctx := ctxTimeout(t, 60*time.Second)

@@ -50,7 +50,7 @@ func waitJobFree(t *testing.T, ctx context.Context, c *fencelock.Client, name st
 	}
 }
 
-// The scenario against real Redis: instance a runs the tick (a
+// A late instance against real Redis: instance a runs the tick (a
 // fast run, LockAtLeast 200ms); instance b fires for the same tick after
 // the job is free again. b must not run it.
 func TestJobLateInstanceSkipsRanTickRedis(t *testing.T) {

@@ -105,9 +105,9 @@ const (
 	// runs each, 13.8% of a core with one batch per wake-up and two in
 	// flight, 12.2% with 4 batches a wake-up sent one at a time, 12.0% with
 	// 8, the probe's p99 3.9-4.0 ms in all three; bench/peers (--held
-	// 100000, 4 runs each, before and after this change in turns) 14.8% →
-	// 13.3% of a core on average and 32% → 24% in the busiest second, the
-	// probe's p99 6.0 → 5.9 ms (maximum 20 → 12.5 ms) on a busier machine.
+	// 100000, 4 runs each, one batch a wake-up and 4 in turns) 14.8% and
+	// 13.3% of a core on average and 32% and 24% in the busiest second, the
+	// probe's p99 6.0 and 5.9 ms (maximum 20 and 12.5 ms) on a busier machine.
 	renewBurst = 4
 
 	// A batch unanswered for a quarter of its timeout (at least

@@ -614,10 +614,10 @@ func TestKeeperWorkerLingers(t *testing.T) {
 
 // TestKeeperNotWokenByShortHolds checks that taking and releasing locks whose
 // leases are long does not wake the keeper's loop: their first renewal or
-// deadline comes after its planned look, so it finds them then. (Before,
-// each Acquire while no other lock was held woke it: a switch to another
-// thread on every uncontended cycle.) A lock due before that look still
-// wakes it at once, and is renewed on time.
+// deadline comes after its planned look, so it finds them then (waking it
+// on each Acquire while no other lock is held would cost a switch to
+// another thread on every uncontended cycle). A lock due before that look
+// still wakes it at once, and is renewed on time.
 func TestKeeperNotWokenByShortHolds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := kpNewEnv(t)

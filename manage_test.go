@@ -14,7 +14,7 @@ import (
 	"github.com/fencelock/fencelock"
 )
 
-// Management by key (issue 10 item 7), against a real redis-server: another
+// Management by key, against a real redis-server: another
 // Client, which holds no *Lock, sees the holder, its fence and leases.
 func TestInspectByKey(t *testing.T) {
 	_, rdb := startRedis(t)

@@ -12,7 +12,7 @@ import (
 	"github.com/fencelock/fencelock/internal/memorybackend"
 )
 
-// WithMaxHold (issue 10 item 6): a lock renewed every 300ms with a maximum
+// WithMaxHold: a lock renewed every 300ms with a maximum
 // hold of 2s is renewed until then and never after, and is lost exactly 2s
 // after its acquiring request was sent: Done closes, Err and the context
 // cause match ErrLost and ErrMaxHoldExceeded, and the hold is released at

@@ -174,8 +174,8 @@ func TestMisconfiguredRenewalAndRelease(t *testing.T) {
 
 	servertest.SetRedisUser(t, admin, "locker", "-eval", "-evalsha", "-eval_ro", "-evalsha_ro", "-hgetall") // HGETALL: Inspect
 
-	// Before the fix the lock was lost at its deadline (9s), after renewals
-	// retried every 50ms: the bound only keeps a broken test from hanging.
+	// A lock whose refused renewals were retried (every 50ms) would end only
+	// at its deadline (9s): the bound only keeps a broken test from hanging.
 	waitDone(t, renewed.Done(), 30*time.Second, "the lock whose renewal was refused ends")
 	if err := renewed.Err(); !errors.Is(err, fencelock.ErrLost) || !errors.Is(err, fencelock.ErrMisconfigured) {
 		t.Errorf("Err of the lock whose renewal was refused: %v; want ErrLost and ErrMisconfigured", err)

@@ -1,13 +1,14 @@
 package fencelock_test
 
-// Real-server fault-injection tests for issue 7, items 2, 5, 7 and 8: go-redis
-// talks to a real redis-server through internal/faultproxy, which delays,
-// stalls, drops or swallows the traffic on demand.
+// Real-server fault-injection tests of late replies, abandoned acquires,
+// releases during outages and lost release replies: go-redis talks to a
+// real redis-server through internal/faultproxy, which delays, stalls,
+// drops or swallows the traffic on demand.
 //
 // Timing rules (the suite runs on a busy machine): the tests wait for
 // conditions (the proxy holding a request, a key on the server, a script run
 // counted in the server's slow log) rather than sleeping, and bound elapsed
-// time only where the issue is about it, by several seconds.
+// time only where the test is about it, by several seconds.
 
 import (
 	"context"
@@ -33,13 +34,12 @@ import (
 const outageLimit = 10 * time.Second
 
 // outageFreeBound is how soon after an outage ends a key whose holder gave it
-// up must be free: well before the 10s lease that a landed renewal would give
-// (item 7), and far before the 30s leases of the other tests.
+// up must be free: well before the 10s lease that a landed renewal would give,
+// and far before the 30s leases of the other tests.
 const outageFreeBound = 5 * time.Second
 
 // outageUnavailable reports whether err says the backend could not be
-// reached. (One place to adapt when running these tests against the code
-// before issue 7, which had no ErrUnavailable.)
+// reached.
 func outageUnavailable(err error) bool { return errors.Is(err, fencelock.ErrUnavailable) }
 
 // outageServer starts a private redis-server that records every command in
@@ -318,10 +318,9 @@ func outageAbandonedAcquire(t *testing.T, c *fencelock.Client, key string, sent 
 	}
 }
 
-// Issue 7, item 2: an acquire whose reply arrived after the lease it asked
-// for had ended (ttl 150ms, replies delayed 300ms) was handed to the caller
-// as a held Lock with Err() == nil (10 of 10 trials), and Do ran fn under
-// it, while the lease was already over on the server. Each trial makes
+// An acquire whose reply arrives after the lease it asked for has ended
+// (ttl 150ms, replies delayed 300ms) must not become a held Lock, nor Do
+// run fn under it: the lease is already over on the server. Each trial makes
 // TryAcquire, Acquire (bounded by WithWait) and Do (bounded by its context)
 // meet such late replies: none may return a Lock or run fn, their errors
 // must say the backend did not answer in time (ErrUnavailable, not
@@ -378,8 +377,8 @@ func TestOutageLateAcquireReplyIsNotAHeldLock(t *testing.T) {
 	}
 }
 
-// Issue 7, item 5 (a): an acquire that gave up while its request was in
-// flight left a hold for its whole ttl. Here the server applies the request
+// An acquire that gives up while its request is in flight must not leave a
+// hold for its whole ttl. Here the server applies the request
 // (ttl 30s) and its reply is held back until the caller's context has
 // ended; replies stay slow afterwards. The key must be free again within a
 // few seconds, and another client must get it.
@@ -406,11 +405,10 @@ func TestOutageAbandonedAcquireIsReleased(t *testing.T) {
 	outageTakeOver(t, other, key)
 }
 
-// Issue 7, item 5 (b): the clean-up of an abandoned acquire released once,
-// re-checked once a second later, and gave up; an acquire request held up
-// longer in the network (here 1.5s, and held by the proxy until the clean-up
-// has landed, so that the order is certain on a loaded machine) then took
-// the lock for nobody for its whole ttl (30s). The clean-up must leave a
+// An acquire request held up in the network after its caller gave up (here
+// 1.5s, and held by the proxy until the clean-up has landed, so that the
+// order is certain on a loaded machine) must not take the lock for nobody
+// for its whole ttl (30s) after the clean-up. The clean-up must leave a
 // tombstone that makes the server refuse the late request: no hold, no fence
 // minted, the key free for another client.
 func TestOutageAbandonedAcquireLandingLateIsRefused(t *testing.T) {
@@ -442,8 +440,8 @@ func TestOutageAbandonedAcquireLandingLateIsRefused(t *testing.T) {
 	outageTakeOver(t, other, key)
 }
 
-// Issue 7, item 5 (c): Close cut the clean-up of an abandoned acquire short,
-// so an acquire request still on its way took the lock for nobody for its
+// Close must not cut the clean-up of an abandoned acquire short, or an
+// acquire request still on its way would take the lock for nobody for its
 // whole ttl (30s). Close is called right after the failed call, while the
 // clean-up cannot reach the server yet (connections refused): it must wait
 // for the clean-up (and report no unconfirmed release), and the acquire
@@ -484,11 +482,11 @@ func TestOutageCloseFinishesAbandonedAcquireCleanup(t *testing.T) {
 	outageTakeOver(t, other, key)
 }
 
-// Issue 7, item 7: during a server outage, Release waited behind the
-// renewal in flight until its context ended (with a context without
-// deadline, for as long as go-redis kept retrying) and then never sent the
-// release; go-redis later re-sent the abandoned renewal, which renewed the
-// lock on the recovered server, so the key stayed locked by nobody.
+// During a server outage, Release must not wait behind the renewal in
+// flight until its context ends (with a context without deadline, for as
+// long as go-redis keeps retrying) and then never send the release, while
+// go-redis re-sends the abandoned renewal later, which would renew the lock
+// on the recovered server and keep the key locked by nobody.
 //
 // For each kind of outage (the network frozen and then delivering what it
 // held, the network swallowing everything, the server process stopped), a
@@ -619,9 +617,9 @@ func TestOutageReleaseDuringOutage(t *testing.T) {
 	}
 }
 
-// Issue 7, item 7 (go-redis retries): go-redis re-sent a lock script after a
-// network error on a new connection (MaxRetries defaults to 3), so a
-// request the Client had given up on could take effect later, or twice.
+// go-redis re-sends a script after a network error on a new connection
+// (MaxRetries defaults to 3), so a request the Client has given up on
+// could take effect later, or twice.
 // With go-redis's default retries, an acquire and a renewal whose replies
 // are lost (the server applied them, the connection was reset) must run
 // exactly once on the server, and the calls must report ErrUnavailable
@@ -690,11 +688,11 @@ func TestOutageLockScriptsRunOnce(t *testing.T) {
 	})
 }
 
-// Issue 7, item 8: a release that the server applied but whose reply was
-// lost was re-sent by go-redis, found nothing to release, and was reported
-// as ErrNotHeld; the Lock became ErrLost and Do returned ErrLost although fn
-// ran under a valid lock. With go-redis's default retries, such a release
-// must be reported as done: Release returns nil and the Lock is released,
+// A release that the server applied but whose reply was lost is re-sent by
+// go-redis and finds nothing to release; reported as ErrNotHeld, it would
+// make the Lock ErrLost and Do return ErrLost although fn ran under a valid
+// lock. With go-redis's default retries, such a release must be reported
+// as done: Release returns nil and the Lock is released,
 // not lost; Do returns fn's nil. When the server cannot be reached to
 // confirm it (or at all), Release returns ErrUnavailable and the Client
 // releases in the background once the server is reachable.

@@ -1,10 +1,10 @@
 package fencelock_test
 
-// Real-server tests for defects of issue 7 ("core safety under faults") that
-// need no fault proxy: huge ttls, a busy holder process, lapsed re-entrant
-// holds, Close with a call in flight, wait bounds during an outage, and nil
-// or closed Locks. The timing rules behind them are checked exactly, on
-// virtual time, in timing_test.go.
+// Real-server tests of core safety under faults that need no fault proxy:
+// huge ttls, a busy holder process, lapsed re-entrant holds, Close with a
+// call in flight, wait bounds during an outage, and nil or closed Locks.
+// The timing rules behind them are checked exactly, on virtual time, in
+// timing_test.go.
 
 import (
 	"context"
@@ -22,9 +22,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Item 1: a ttl within a millisecond of math.MaxInt64 overflowed the
-// millisecond conversion; Redis got a negative expiry and deleted the key
-// while the Client reported the lock held. Every ttl must work or be refused.
+// A ttl within a millisecond of math.MaxInt64 must not overflow the
+// millisecond conversion, which would give Redis a negative expiry that
+// deletes the key while the Client reports the lock held. Every ttl must
+// work or be refused.
 func TestHugeTTLIsRefusedOrWorks(t *testing.T) {
 	_, rdb := startRedis(t)
 	c, other := newClient(t, rdb), newClient(t, rdb)
@@ -86,8 +87,8 @@ func TestHugeTTLIsRefusedOrWorks(t *testing.T) {
 	}
 }
 
-// Item 3: with the holder's process busy, the loss signal (Done) came after
-// another client could already hold the lock. The local deadline ends a
+// With the holder's process busy, the loss signal (Done) must still come
+// before another client can hold the lock. The local deadline ends a
 // safety margin (10% of the ttl) before the earliest end of the server's
 // lease, so the signal arrives in time although the process is starved of
 // CPU. The bound checked is the earliest end of the server's lease: PTTL
@@ -153,9 +154,9 @@ func TestLossSignalInBusyProcessPrecedesServerLease(t *testing.T) {
 	}
 }
 
-// Item 4: a re-entrant hold that lapsed locally stayed counted in the lock,
-// so releasing the other holds (or Close) never freed the key, and further
-// re-entries kept it alive for ever.
+// A re-entrant hold that lapses locally must not stay counted in the lock,
+// or releasing the other holds (or Close) would never free the key, and
+// further re-entries would keep it alive for ever.
 func TestLapsedReentrantHoldDoesNotKeepLock(t *testing.T) {
 	for _, end := range []string{"Release", "Close"} {
 		t.Run(end, func(t *testing.T) {
@@ -192,8 +193,8 @@ func TestLapsedReentrantHoldDoesNotKeepLock(t *testing.T) {
 			}
 			// The last inner hold may keep the key for the rest of its
 			// server lease (its safety margin, 20ms) until its background
-			// release lands; the old code kept it for the outer hold's
-			// 10 s lease, renewed until the end.
+			// release lands, not for the outer hold's 10 s lease, renewed
+			// until the end.
 			lk, err := other.Acquire(ctx, "re-lapse", time.Second, fencelock.WithWait(3*time.Second))
 			if err != nil {
 				t.Fatalf("after the outer hold's %s: %v; lapsed inner holds keep the lock", end, err)
@@ -219,9 +220,8 @@ func (s *slowTTL) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 	return d, err
 }
 
-// Item 6: Close with a call in flight cancelled the renewals first and
-// waited for the call afterwards, so the locks it still held lapsed
-// (ErrLost) instead of being released.
+// Close with a call in flight goes on renewing while it waits for the call,
+// so that the locks it still holds are released, not lapsed (ErrLost).
 func TestCloseWithCallInFlightKeepsRenewing(t *testing.T) {
 	_, rdb := startRedis(t)
 	slow := &slowTTL{Backend: redisbackend.New(rdb), delay: 2 * time.Second, inFlight: make(chan struct{}, 1)}
@@ -252,7 +252,7 @@ func TestCloseWithCallInFlightKeepsRenewing(t *testing.T) {
 	}
 }
 
-// Item 10: WithWait bounds the whole call, including a request in flight to
+// WithWait bounds the whole call, including a request in flight to
 // a paused server (go-redis alone waits for its 3s read timeout and
 // retries), and the error says the backend did not answer.
 func TestWithWaitBoundsCallOnPausedServer(t *testing.T) {
@@ -298,9 +298,9 @@ func TestWithWaitBoundsCallOnPausedServer(t *testing.T) {
 	}
 }
 
-// Item 10: Acquire with neither a deadline nor WithWait waited for ever
-// while Redis was down. It now gives up with ErrUnavailable after
-// DefaultMaxFailures consecutive failed attempts.
+// Acquire with neither a deadline nor WithWait does not wait for ever while
+// Redis is down: it gives up with ErrUnavailable after DefaultMaxFailures
+// consecutive failed attempts.
 func TestAcquireWithoutDeadlineGivesUpDuringOutage(t *testing.T) {
 	for _, outage := range []string{"stopped", "paused"} {
 		t.Run(outage, func(t *testing.T) {
@@ -341,8 +341,8 @@ func TestAcquireWithoutDeadlineGivesUpDuringOutage(t *testing.T) {
 	}
 }
 
-// Item 11: methods of a nil *Lock panicked; every method of a nil Lock, of
-// a nil Client, and of a Lock after Close returns an error (or a zero value).
+// Every method of a nil Lock, of a nil Client, and of a Lock after Close
+// returns an error (or a zero value) and does not panic.
 func TestNilAndClosedLocks(t *testing.T) {
 	var nilLock *fencelock.Lock
 	ctx := context.Background()

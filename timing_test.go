@@ -227,7 +227,7 @@ func (h tmLossHandler) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TestTimingDeadlineAtSafetyMargin pins down issue 7 item 3: the local
+// TestTimingDeadlineAtSafetyMargin pins down that the local
 // lease deadline is the send time of the acquiring request + ttl − margin
 // (margin = ttl × WithSafetyMargin, 10% by default); Held/Err stay good up
 // to the instant before, and Done closes and Err/Held report ErrLost exactly
@@ -300,7 +300,7 @@ func TestTimingDeadlineAtSafetyMargin(t *testing.T) {
 	}
 }
 
-// TestTimingErrReadsClockBeforeKeeper pins down issue 7 item 3: Err and Held
+// TestTimingErrReadsClockBeforeKeeper pins down that Err and Held
 // read the clock, so they report ErrLost at the deadline instant even when
 // the lease keeper has not yet got to the lock. Two locks share a deadline;
 // the keeper declares them lost one after the other, and while it reports
@@ -377,7 +377,7 @@ func TestTimingErrReadsClockBeforeKeeper(t *testing.T) {
 	})
 }
 
-// TestTimingInvalidSafetyMargin pins down issue 7 item 3: a WithSafetyMargin
+// TestTimingInvalidSafetyMargin pins down that a WithSafetyMargin
 // outside [0.001, 0.5] (0, 0.6, NaN, ...) makes every call of the Client
 // fail with ErrInvalidArgument, every time, without a backend call; the
 // edges are valid.
@@ -422,7 +422,7 @@ func TestTimingInvalidSafetyMargin(t *testing.T) {
 	})
 }
 
-// TestTimingAutoRenewIntervalBound pins down issue 7 item 3: a WithAutoRenew
+// TestTimingAutoRenewIntervalBound pins down that a WithAutoRenew
 // interval must be shorter than the local lease (ttl − margin), not just the
 // ttl; Refresh refuses a ttl whose local lease is not longer than the
 // lock's interval.
@@ -484,7 +484,7 @@ func TestTimingAutoRenewIntervalBound(t *testing.T) {
 	})
 }
 
-// TestTimingLateReplyTryAcquire pins down issue 7 item 2: an acquire whose
+// TestTimingLateReplyTryAcquire pins down that an acquire whose
 // reply comes after the local deadline of the lease it asked for is not
 // handed out. TryAcquire fails with ErrUnavailable exactly at the local
 // deadline (ttl 150ms → 135ms), and the hold the server made is released
@@ -528,7 +528,7 @@ func TestTimingLateReplyTryAcquire(t *testing.T) {
 	})
 }
 
-// TestTimingLateRequestRefusedByTombstone pins down issue 7 items 2 and 5:
+// TestTimingLateRequestRefusedByTombstone pins down that
 // an acquire request that arrives after its caller gave up (RequestDelay
 // past the local deadline) is refused by the tombstone the Client's
 // clean-up release left, so it takes the lock for nobody.
@@ -559,7 +559,7 @@ func TestTimingLateRequestRefusedByTombstone(t *testing.T) {
 	})
 }
 
-// TestTimingLateReplyAcquireRetries pins down issue 7 item 2: Acquire goes
+// TestTimingLateReplyAcquireRetries pins down that Acquire goes
 // on after attempts whose replies come after their leases (with the same
 // token), within its bound, and returns a valid Lock when a later attempt
 // answers in time: its deadline counts from that attempt, it holds the one
@@ -608,7 +608,7 @@ func TestTimingLateReplyAcquireRetries(t *testing.T) {
 	})
 }
 
-// TestTimingLateReplyAcquireGivesUp pins down issue 7 items 2 and 10: when
+// TestTimingLateReplyAcquireGivesUp pins down that, when
 // every reply comes after its lease, Acquire gives up at its WithWait bound
 // exactly (the attempt in flight is cut) with ErrUnavailable, and the hold
 // its attempts made is released with a tombstone.
@@ -709,8 +709,8 @@ func TestTimingRenewBatch(t *testing.T) {
 	})
 }
 
-// TestTimingRenewBoundedWhenPaused pins down issue 7 item 7 (each renewal
-// attempt gets a deadline shorter than the interval): with the server
+// TestTimingRenewBoundedWhenPaused pins down that each renewal
+// attempt gets a deadline shorter than the interval: with the server
 // paused, each renewal request is cut at interval/2 and retried interval/4
 // later, so several attempts fit before the deadline (300, 525, 750ms for an
 // interval of 300ms); the lock is lost exactly at its deadline when all
@@ -977,7 +977,7 @@ func TestTimingRefreshNotSentKeepsDeadline(t *testing.T) {
 	}
 }
 
-// TestTimingWaitBoundsInFlight pins down issue 7 item 10: WithWait(300ms)
+// TestTimingWaitBoundsInFlight pins down that WithWait(300ms)
 // and a 300ms context deadline each bound the whole Acquire, including a
 // request in flight to a paused server: it returns at 300ms exactly with
 // ErrUnavailable, and the hold the request makes when the server resumes is
@@ -1057,7 +1057,7 @@ func tmBackoffBounds(t *testing.T, at []time.Duration) {
 	}
 }
 
-// TestTimingDefaultMaxFailures pins down issue 7 item 10: an Acquire with
+// TestTimingDefaultMaxFailures pins down that an Acquire with
 // neither a context deadline nor WithWait gives up with ErrUnavailable after
 // DefaultMaxFailures consecutive failed attempts, spaced by the default
 // jittered exponential backoff.
@@ -1100,7 +1100,7 @@ func TestTimingDefaultMaxFailures(t *testing.T) {
 	})
 }
 
-// TestTimingMaxFailuresOption pins down issue 7 item 10: WithMaxFailures(3)
+// TestTimingMaxFailuresOption pins down that WithMaxFailures(3)
 // gives up after 3 consecutive failures (also with a WithWait bound);
 // WithMaxFailures(0) never gives up on failures, only when the context
 // ends, and then with ErrUnavailable matching the context's error.
@@ -1190,7 +1190,7 @@ func TestTimingContendedResetsFailures(t *testing.T) {
 	})
 }
 
-// TestTimingGiveUpErrors pins down issue 7 items 9 and 10, the give-up rule
+// TestTimingGiveUpErrors pins down the give-up rule
 // of waiter.go: Close → ErrNotAcquired with ErrClosed; the last finished
 // attempt found the lock held → ErrNotAcquired; the caller's context ended
 // before any attempt → its error alone; otherwise (the backend failed) →
@@ -1406,7 +1406,7 @@ func TestTimingWaitersFIFO(t *testing.T) {
 	})
 }
 
-// TestTimingReleaseDoesNotWaitForRenewal pins down issue 7 item 7: Release
+// TestTimingReleaseDoesNotWaitForRenewal pins down that Release
 // does not wait for a renewal in flight (here held up on its way to the
 // server): it releases at once, and the abandoned renewal that lands later
 // finds nothing to renew and re-creates nothing.
@@ -1446,7 +1446,7 @@ func TestTimingReleaseDoesNotWaitForRenewal(t *testing.T) {
 	})
 }
 
-// TestTimingReleaseLostReply pins down issue 7 item 8: a release the server
+// TestTimingReleaseLostReply pins down that a release the server
 // applied but whose reply was lost is recognised as done (the second
 // attempt finds the hold gone while its lease could not have ended):
 // Release returns nil, the lock counts as released, not lost, and Do
@@ -1496,7 +1496,7 @@ func TestTimingReleaseLostReply(t *testing.T) {
 	})
 }
 
-// TestTimingReleaseRefusedRetriedInBackground pins down issue 7 item 7: a
+// TestTimingReleaseRefusedRetriedInBackground pins down that a
 // release that cannot be sent returns ErrUnavailable (the lock counts as
 // released), and the Client goes on releasing in the background, backing
 // off from 10ms to 1s, until the backend is back; then the hold is freed and
@@ -1546,9 +1546,9 @@ func TestTimingReleaseRefusedRetriedInBackground(t *testing.T) {
 }
 
 // TestTimingBackgroundReleaseGivesUp pins down the end of background
-// retries (issue 7 item 7: "until confirmed or the lease has surely
-// ended"): a release refused for good is retried for a minute (at least
-// twice the ttl), then dropped, after which Close has nothing to wait for.
+// retries ("until confirmed or the lease has surely ended"): a release
+// refused for good is retried for a minute (at least twice the ttl), then
+// dropped, after which Close has nothing to wait for.
 func TestTimingBackgroundReleaseGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := tmNewEnv(t)
@@ -1638,7 +1638,7 @@ func TestTimingCloseWaitsForBackgroundReleases(t *testing.T) {
 	}
 }
 
-// TestTimingCloseKeepsRenewingDuringCall pins down issue 7 item 6: while
+// TestTimingCloseKeepsRenewingDuringCall pins down that, while
 // Close waits for a slow call in flight (Lock.TTL or Lock.Refresh of another
 // lock, its reply taking 5s), the Client's locks go on being renewed, so
 // none lapses; Close then releases them (Err matches ErrReleased and
@@ -1705,7 +1705,7 @@ func TestTimingCloseKeepsRenewingDuringCall(t *testing.T) {
 	}
 }
 
-// TestTimingCloseDuringDo pins down issue 7 item 6 for Do, and Do's promise
+// TestTimingCloseDuringDo pins down Close during Do, and Do's promise
 // that overlapping work is reported: when Close is called while Do's fn
 // runs, either Close waits for Do (the lock stays held, and renewed, until
 // fn returns), or, if it releases the lock under fn and another client then
@@ -1740,7 +1740,7 @@ func TestTimingCloseDuringDo(t *testing.T) {
 	})
 }
 
-// TestTimingCloseCutsAcquireInFlight pins down issue 7 items 5 and 6: Close
+// TestTimingCloseCutsAcquireInFlight pins down that Close
 // cuts an acquire attempt in flight at once (ErrNotAcquired matching
 // ErrClosed), and the hold the attempt may have made is released with a
 // tombstone, whether the request was already applied (slow reply) or lands
@@ -1783,7 +1783,7 @@ func TestTimingCloseCutsAcquireInFlight(t *testing.T) {
 	}
 }
 
-// TestTimingLapsedReentrantHold pins down issue 7 item 4: a re-entrant hold
+// TestTimingLapsedReentrantHold pins down that a re-entrant hold
 // (WithOwner) that lapses locally is released in the background at its
 // deadline, so it neither keeps the lock nor counts in later re-entries;
 // releasing the outer hold then frees the lock.
@@ -1851,7 +1851,7 @@ func tmNoPanic(t *testing.T, name string, f func()) {
 	f()
 }
 
-// TestTimingNilAndClosed pins down issue 7 item 11: every method of a nil
+// TestTimingNilAndClosed pins down that every method of a nil
 // *Lock and of a nil *Client returns an error (or a zero value, a closed
 // Done), never panics; after Close, every method of a Lock the Client held
 // and of the Client reports the end.
@@ -1970,7 +1970,7 @@ func TestTimingNilAndClosed(t *testing.T) {
 	})
 }
 
-// TestTimingFenceFloorAcrossForgetfulStore pins down issue 8 item 5: a
+// TestTimingFenceFloorAcrossForgetfulStore pins down that a
 // store that forgot its last fences (a promoted replica that missed them)
 // must not hand out a fence lower than one the Client has already seen:
 // every acquire carries the Client's largest fence as a floor.

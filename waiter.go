@@ -83,7 +83,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 		// trip. Watching before the first attempt spares the second one
 		// that a watch begun after it needs (a release in between would
 		// go unnoticed): a fair waiter that joins a busy line makes one
-		// attempt, not two (issue 9).
+		// attempt, not two.
 		w.subscribe()
 	}
 	for {
@@ -386,7 +386,7 @@ func (w *waiter) sleep() bool {
 		// grant or a wake-up, to it alone), and the notifier wakes every
 		// watch when its connection was lost. An attempt before then only
 		// renews the place, at the cost of a script run: 5 attempts per
-		// hand-off with 16 waiters (issue 9). So wait until the place needs
+		// hand-off with 16 waiters. So wait until the place needs
 		// renewing, or the holder's lease or the place ahead ends (below).
 		delay = fairRenewPlace
 	}

@@ -25,9 +25,9 @@ func dialectOf(name string) idempotency.Dialect {
 // Keys that PostgreSQL cannot store (a NUL byte, invalid UTF-8) or that are
 // too long are refused before anything is sent, on both databases alike,
 // with an error naming the key and matching ErrInvalidArgument (and
-// fencelock.ErrInvalidArgument). Before, a NUL byte reached PostgreSQL,
-// which failed with `invalid byte sequence for encoding "UTF8": 0x00` (a
-// 500 in a service), while SQLite stored it.
+// fencelock.ErrInvalidArgument). Unchecked, a NUL byte would reach
+// PostgreSQL, which fails with `invalid byte sequence for encoding "UTF8":
+// 0x00` (a 500 in a service), while SQLite would store it.
 func TestUnstorableKeysRefused(t *testing.T) {
 	for name, setup := range setups(t) {
 		t.Run(name, func(t *testing.T) {

@@ -21,9 +21,9 @@ import (
 // With Redis down, a request is told "unavailable" (matching both
 // idempotency.ErrUnavailable and fencelock.ErrUnavailable), not "in
 // progress": nobody runs it, and nothing is written. A finished request is
-// still replayed, from the store alone. Before ErrUnavailable existed, Do
-// answered ErrInProgress here (the lock client reported every attempt
-// failing as ErrNotAcquired), which an HTTP layer turns into a 409.
+// still replayed, from the store alone. Do must not answer ErrInProgress
+// here (as it would if failed attempts were reported as ErrNotAcquired),
+// which an HTTP layer turns into a 409.
 func TestLockServiceDownIsUnavailable(t *testing.T) {
 	for name, setup := range setups(t) {
 		for _, wait := range []time.Duration{0, 300 * time.Millisecond} {
@@ -97,9 +97,9 @@ func TestLockServiceDownIsUnavailable(t *testing.T) {
 // With the record store (PostgreSQL) unreachable, Do says ErrUnavailable
 // (and not fencelock.ErrUnavailable: Redis is fine), not ErrInProgress and
 // not a bare driver error. The database sits behind a fault proxy that
-// refuses new connections and resets the open ones. Before ErrUnavailable
-// existed, Do returned the driver's error wrapped in "idempotency: reading
-// ...", which nothing could tell from a bad query.
+// refuses new connections and resets the open ones. The driver's error
+// wrapped in "idempotency: reading ..." alone could not be told from a bad
+// query.
 func TestRecordStoreDownIsUnavailable(t *testing.T) {
 	cfg, err := pgx.ParseConfig(servertest.Postgres(t))
 	if err != nil {

@@ -369,9 +369,9 @@ func (h *publishStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 // The notification of an acquisition (AcquireRequest.Notify) is a hint sent
 // off the caller's path: a PUBLISH that stalls neither holds the caller nor
-// eats into the lease it was granted (before, the Acquire call waited for
-// it, past its ctx with go-redis's defaults, and the Client then found the
-// reply too late and gave the acquisition up). Nor does the one after a
+// eats into the lease it was granted (were the Acquire call to wait for
+// it, past its ctx with go-redis's defaults, the Client would find the
+// reply too late and give the acquisition up). Nor does the one after a
 // release with Notify hold the releaser.
 func TestNotificationsDoNotHoldTheCaller(t *testing.T) {
 	srv := servertest.Redis(t)

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client.Check reports at start-up what would otherwise fail every lock
-// (issue 12 item 6): a namespace with a brace, an invalid backend option, a
+// Client.Check reports at start-up what would otherwise fail every lock:
+// a namespace with a brace, an invalid backend option, a
 // server that cannot be reached; and nothing for a good configuration.
 func TestClientCheck(t *testing.T) {
 	srv := servertest.Redis(t)

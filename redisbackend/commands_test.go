@@ -17,8 +17,8 @@ import (
 )
 
 // Redis spends about as much on each command a script calls as on the
-// script call itself (issue 9: 9 calls in the uncontended cycle's two
-// scripts took most of the server's time per cycle). These tests pin down
+// script call itself (the 9 calls in the uncontended cycle's two scripts
+// take most of the server's time per cycle). These tests pin down
 // the commands of the uncontended path, so that one more cannot creep in.
 
 // commandCalls returns the calls per command since the last CONFIG
@@ -119,7 +119,7 @@ func TestUncontendedCommands(t *testing.T) {
 // count) and the waited mark: only the first refusal of a hold writes the
 // mark. A fair waiter's joins the line besides, and the line's expiry is
 // refreshed by the first join, not by every one. In a busy line every
-// acquisition makes one (issue 9).
+// acquisition makes one.
 func TestRefusedAttemptCommands(t *testing.T) {
 	rdb, be := backendWithoutPubSub(t)
 	ctx := context.Background()

@@ -13,8 +13,7 @@ import (
 
 // The Redis backend keeps the Backend contract on every topology it
 // supports: a single node (with and without replica acknowledgement), a
-// Sentinel group with replicas, and a Cluster, with and without replicas
-// (issue 8 item 6).
+// Sentinel group with replicas, and a Cluster, with and without replicas.
 func TestConformance(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := servertest.Redis(t)

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Locks across real failovers (issue 8 items 3 and 4): a master killed with
+// Locks across real failovers: a master killed with
 // kill -9 while a lock on it is held, on the Sentinel group (1 master, 2
 // replicas, 3 sentinels) and on a Cluster with a replica per master, through
 // go-redis clients with their default options, as users run them.
@@ -384,8 +384,8 @@ func TestReleaseDuringFailoverLeavesNoGhost(t *testing.T) {
 // On a Cluster, a key is usable again soon after the master that served it
 // is killed, with go-redis's default options: the backend asks go-redis to
 // reload the slot map when a node fails instead of waiting for the
-// once-a-minute refresh (issue 8 item 4). Issue 8 asks for the first
-// acquire within 5 s of the kill; a busy machine can stretch the failover
+// once-a-minute refresh. The first acquire should come within 5 s of the
+// kill; a busy machine can stretch the failover
 // itself beyond that, so the test allows the cluster's own promotion time
 // plus 3 s when that is longer.
 func TestClusterAcquireSoonAfterFailover(t *testing.T) {

@@ -70,7 +70,7 @@ const grantFunctions = `
 --
 -- It reads the first two places of the line at once (ZRANGE 0 1) and the
 -- head's place end and grant with one HMGET: a grant in a busy line is on
--- every hand-off's path, so it makes no call it can do without (issue 9).
+-- every hand-off's path, so it makes no call it can do without.
 -- A second place, even one that has lapsed, marks the granted hold as
 -- waited for, so that its release hands on the lock (a mark too many costs
 -- that release a message).
@@ -201,7 +201,7 @@ if place > 0 then
   end
   -- The line's keys outlive every place in it: each place ends at most
   -- place ms from now. They are refreshed to twice that, so that in a busy
-  -- line one join in many refreshes them, not every one (issue 9); never
+  -- line one join in many refreshes them, not every one; never
   -- shortened, whatever place other waiters use.
   if redis.call('PTTL', queue) < place then
     redis.call('PEXPIRE', queue, 2 * place)

@@ -15,9 +15,8 @@ import (
 
 // Real-server tests of hand-offs (fencelock.HandOffBackend): a release by a
 // goroutine of a Client hands the lock to the Client's next waiter in the
-// same script run (issue 9: a contended hand-off cost a release, a wake-up
-// and an acquire). The deterministic tests are in the root package's
-// handoff_test.go.
+// same script run (instead of a release, a wake-up and an acquire). The
+// deterministic tests are in the root package's handoff_test.go.
 
 // The hand-off is one script run: the waiter makes no acquire of its own,
 // neither while the Client holds the lock nor after the release.

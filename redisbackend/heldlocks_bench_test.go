@@ -23,18 +23,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The held-locks workload (issue 9): one Client holds many locks with
+// The held-locks workload: one Client holds many locks with
 // automatic renewal, against a private redis-server. Environment:
 //
 //	FENCELOCK_HELD_LOCKS   how many locks (default 10000)
-//	FENCELOCK_HELD_TTL     their lease (default 6s; the issue's figures: 30s, and 60s at 1,000,000)
+//	FENCELOCK_HELD_TTL     their lease (default 6s; the README's figures: 30s, and 60s at 1,000,000)
 //	FENCELOCK_HELD_RENEW   the renewal interval (default a third of the ttl)
 //	FENCELOCK_HELD_ROUNDS  how many renewal intervals to observe (default 2)
 //	FENCELOCK_HELD_PROBE   how often to time a lock+unlock of another key (default 10ms; 0: never,
 //	                       to see the CPU time of renewal alone)
 //	FENCELOCK_HELD_CPUPROFILE  a file to write a CPU profile of the observed window to
 //
-// For example, the issue's two rows:
+// For example, the README's two rows:
 //
 //	FENCELOCK_HELD_LOCKS=100000 FENCELOCK_HELD_TTL=30s go test -run '^$' -bench HeldLocks -benchtime 1x ./redisbackend/
 //	FENCELOCK_HELD_LOCKS=1000000 FENCELOCK_HELD_TTL=60s go test -run '^$' -bench HeldLocks -benchtime 1x -timeout 30m ./redisbackend/

@@ -20,7 +20,7 @@ import (
 // With go-redis's ContextTimeoutEnabled, go-redis ends a request at its
 // context's deadline by itself, so the backend runs the request on the
 // caller's goroutine instead of handing it to another one and watching the
-// context (issue 9: the hand-over cost as much client CPU as the request).
+// context (the hand-over would cost as much client CPU as the request).
 
 // callerHook records, for each lock script go-redis processes, whether it
 // runs on a goroutine whose stack holds the function named by caller.

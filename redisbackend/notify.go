@@ -223,8 +223,8 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	ready := ch.ready
 	if !ch.subscribed {
 		// Only then does the subscriber have work: waking it for a
-		// channel already subscribed cost every waiting call a goroutine
-		// switch (issue 9: a busy line registers a watch per hand-off).
+		// channel already subscribed would cost every waiting call a
+		// goroutine switch (a busy line registers a watch per hand-off).
 		n.markDirty(name)
 	}
 	grantsReady := closedChan

@@ -9,8 +9,8 @@ import (
 )
 
 // A watch on a channel that is already subscribed gives the subscriber no
-// work: waking it anyway cost every waiting call a goroutine switch, once
-// per hand-off in a busy line (issue 9). A watch on a channel that is not
+// work: waking it anyway would cost every waiting call a goroutine switch,
+// once per hand-off in a busy line. A watch on a channel that is not
 // subscribed does give it work.
 func TestWatchOnSubscribedChannelLeavesSubscriberAsleep(t *testing.T) {
 	n := newNotifier(nil, time.Second)

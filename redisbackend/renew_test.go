@@ -9,9 +9,9 @@ import (
 	"github.com/fencelock/fencelock"
 )
 
-// On a single node a renewal batch is one script run, whatever its size
-// (issue 9: a script call per lock cost Redis about as much as the lock's
-// own commands), and each lock still gets its own result: renewed, not
+// On a single node a renewal batch is one script run, whatever its size (a
+// script call per lock would cost Redis about as much as the lock's own
+// commands), and each lock still gets its own result: renewed, not
 // held, or an error of its own when its key holds another type.
 func TestRenewBatchOneScript(t *testing.T) {
 	b, rdb := newBackend(t)

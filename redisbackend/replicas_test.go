@@ -57,7 +57,7 @@ func masterWithReplica(t *testing.T) (*redis.Client, interface {
 // WithReplicaAck: an acquire and a renewal count only when a replica has
 // acknowledged them; without an acknowledgement the acquire is undone and
 // fails with ErrNotReplicated (and ErrNotAcquired), and a renewal does not
-// extend the lease (issue 8 item 2).
+// extend the lease.
 func TestReplicaAck(t *testing.T) {
 	rdb, replica := masterWithReplica(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

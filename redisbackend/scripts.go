@@ -63,7 +63,7 @@ end
 // each time a script runs, so a script defines the others (holderFunctions)
 // after its uncontended path has returned: about 2 µs of Redis time per
 // acquire and 4 per release on the project's machine
-// (BenchmarkAcquireScriptSteps, issue 9).
+// (BenchmarkAcquireScriptSteps).
 const takeFunctions = `
 local function now_us()
   local t = redis.call('TIME')
@@ -124,8 +124,8 @@ const holderFunctions = `
 -- (a p: field, or nil) is one of them, and the process a release woke for
 -- its turn (its p: field, or false) and until when (µs) the others in line
 -- leave the free lock to it. One HGETALL reads it
--- all: a refused attempt needs no other read of the lock (issue 9: a busy
--- lock refuses an attempt on every hand-off).
+-- all: a refused attempt needs no other read of the lock (a busy lock
+-- refuses an attempt on every hand-off).
 local function current_holder(lock, now, turn)
   local fields = redis.call('HGETALL', lock)
   local holder, live, latest, lapsed, waited, turns, mine = false, 0, 0, {}, false, false, false
@@ -197,8 +197,8 @@ const prelude = takeFunctions + holderFunctions
 // line). The release that frees the lock wakes the first process in line
 // alone, with "released:ID" on the lock's channel, instead of every
 // waiting process at once: one attempt per hand-off instead of one per
-// waiting process, of which all but one are refused (issue 9: 4.6 acquire
-// scripts per hand-off with 4 processes). It is a wake-up, not a grant:
+// waiting process, of which all but one are refused (4.6 acquire scripts
+// per hand-off with 4 processes). It is a wake-up, not a grant:
 // the lock is free, and whoever reaches it first takes it. The other
 // processes' waiters wait for a later message, or try after
 // otherTurnGrace when none comes (the process named may have crashed).
@@ -285,14 +285,14 @@ return 0
 // hand on to its own waiters (fencelock.HandOffBackend) before it wakes
 // the next process in line: each such hand-off costs one script run and
 // no message, where waking another process costs a message and that
-// process's attempt, so a turn of a few holds keeps a busy lock busier
-// (issue 9), and the others wait for at most this many holds of each
-// process before theirs. Measured (bench/peers, 4 processes × 4 workers,
+// process's attempt, so a turn of a few holds keeps a busy lock busier,
+// and the others wait for at most this many holds of each process before
+// theirs. Measured (bench/peers, 4 processes × 4 workers,
 // hold 1 ms, think 1 ms, 3 rounds of each in turns, 2026-12-02):
 // hand-offs/s and p99 wait 586–607 and 38–44 ms with 2, 612–636 and
 // 31–39 ms with 4, 649–682 and 48–49 ms with 8, 656–692 and 82–89 ms with
 // 16. 4 is about one hold per waiter of a process there, and keeps the
-// p99 within issue 9's 40 ms.
+// p99 within 40 ms.
 const turnHoldsMax = 4
 
 // turnKeepMs is how long (ms) a free lock keeps its line of waiting
@@ -566,8 +566,8 @@ end
 -- renew_hold's path, which reads every hold to set the key's expiry to
 -- the latest of them. Lapsed holds of others stay until a script that
 -- reads them all drops them. Redis spends about 30% less on a renewal so
--- (4.6 µs a lock in a batch of 64, against 6.5; issue 9: another key's
--- request waits behind the batch).
+-- (4.6 µs a lock in a batch of 64, against 6.5; another key's request
+-- waits behind the batch).
 local function extend_hold(lock, hold, ttl, now)
   local ends = redis.call('HGET', lock, hold)
   if not ends then
@@ -599,12 +599,12 @@ return extend_hold(KEYS[1], 't:' .. ARGV[1], tonumber(ARGV[2]), now_ms())
 
 // renewManyScript renews a batch of holds of different locks in one script
 // run, on a single node (not Cluster, whose keys of one script must share a
-// slot): one TIME for the batch, and no script call per lock, which cost
-// Redis about as much as the lock's own commands, and the client the
-// encoding and decoding of a command per lock (issue 9: the held-locks
-// figures). A lock whose key holds another type (an operator's write) fails
-// alone: its entry is the error message. Any other error fails the batch,
-// so that the client sees it (READONLY after a failover).
+// slot): one TIME for the batch, and no script call per lock, which would
+// cost Redis about as much as the lock's own commands, and the client the
+// encoding and decoding of a command per lock (see the held-locks figures
+// in the README). A lock whose key holds another type (an operator's
+// write) fails alone: its entry is the error message. Any other error
+// fails the batch, so that the client sees it (READONLY after a failover).
 //
 //	KEYS: the locks    ARGV: token, ttl (ms) for each lock, in order
 //	returns for each lock 1 (renewed), 0 (the lock does not have the hold)

@@ -81,7 +81,7 @@ const (
 // Peers' waiting settings. The peers' defaults poll far more slowly (redsync
 // 50–250 ms, redislock no retry at all), which makes them look worse under
 // contention than they can be; these are the fastest settings a user would
-// reasonably choose, and what the "best settings" asks for.
+// reasonably choose: the peers' best settings.
 const (
 	// redsyncRetryDelay: redsync's delay between attempts while waiting
 	// (WithRetryDelay; its default is a random 50–250 ms).

@@ -9,9 +9,9 @@ import (
 
 // Every command exits 2 when it could not run, with its error on one line,
 // one "fencelock" prefix, and no pointer to -h unless the usage was wrong;
-// 1 is kept for a check that ran and failed (a demo FAIL). Before, the
-// demo and force-release exited 1 here, like a FAIL, and force-release
-// with Redis unreachable pointed to -h.
+// 1 is kept for a check that ran and failed (a demo FAIL). The demo and
+// force-release must not exit 1 here, like a FAIL, nor force-release with
+// Redis unreachable point to -h.
 func TestCouldNotRunIsExit2(t *testing.T) {
 	srv := servertest.Redis(t)
 	for _, args := range [][]string{

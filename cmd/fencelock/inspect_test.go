@@ -117,7 +117,7 @@ func TestInspectBadUsage(t *testing.T) {
 
 // "Could not run" is exit status 2 for every command, with the error on
 // one line and without "fencelock:" twice; an unreachable Redis is no
-// usage error, so no pointer to -h. Before, a bad namespace exited 1 with
+// usage error, so no pointer to -h. A bad namespace must not exit 1 with
 // "fencelock inspect: k: fencelock: invalid namespace ...".
 func TestInspectCouldNotRun(t *testing.T) {
 	srv := servertest.Redis(t)

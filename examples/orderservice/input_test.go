@@ -29,8 +29,9 @@ func testDatabases(t *testing.T) map[string]Config {
 // Text PostgreSQL cannot store (a NUL byte) and other control characters
 // in a requestNo or a product name are refused at the edge with a 400
 // naming the field, on both databases; a blank name is refused instead of
-// becoming "product". Before, a NUL byte gave 500 on PostgreSQL (`invalid
-// byte sequence for encoding "UTF8": 0x00`) and was stored by SQLite.
+// becoming "product". Unchecked, a NUL byte would give 500 on PostgreSQL
+// (`invalid byte sequence for encoding "UTF8": 0x00`) and be stored by
+// SQLite.
 func TestUnstorableTextRefused(t *testing.T) {
 	for name, cfg := range testDatabases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -117,7 +118,7 @@ func TestRequestBodyRules(t *testing.T) {
 }
 
 // A query parameter given twice is refused (which value was meant?), and
-// so is a malformed query string; before, the first value was used.
+// so is a malformed query string; the first value is not taken.
 func TestRepeatedQueryRefused(t *testing.T) {
 	app, ts, _ := newTestApp(t, testConfig(t))
 	p := createProduct(t, ts.URL, 5)
@@ -165,9 +166,9 @@ func TestGetOrderByRequestNo(t *testing.T) {
 }
 
 // A 503 from /healthz says which dependency did not answer, but not the
-// database's user, host or port (the driver's error goes to the log).
-// Before, the message quoted pgx's "failed to connect to `user=...
-// database=...`: 127.0.0.1:PORT ...".
+// database's user, host or port (the driver's error goes to the log), as
+// pgx's "failed to connect to `user=... database=...`: 127.0.0.1:PORT ..."
+// would.
 func TestHealthzHidesDatabaseDetails(t *testing.T) {
 	pgURL := servertest.Postgres(t)
 	pc, err := pgx.ParseConfig(pgURL)
@@ -206,7 +207,7 @@ func TestHealthzHidesDatabaseDetails(t *testing.T) {
 
 // -redis-url takes host:port, as the fencelock CLI does (and REDIS_URL
 // too); what is neither a URL nor host:port is refused at start-up with
-// exit status 2. Before, host:port failed with "invalid Redis URL".
+// exit status 2. host:port must not fail with "invalid Redis URL".
 func TestRedisHostPort(t *testing.T) {
 	srv := servertest.Redis(t)
 	cfg, err := parseConfig([]string{"-redis-url", srv.Addr()}, func(string) string { return "" }, io.Discard)
@@ -228,8 +229,8 @@ func TestRedisHostPort(t *testing.T) {
 }
 
 // Every command exits 2 when it could not run (bad flags, Redis
-// unreachable at start-up), with its error on one line. Before, serve
-// exited 1 when Redis could not be reached, like a failed load test.
+// unreachable at start-up), with its error on one line: serve does not
+// exit 1 when Redis cannot be reached, like a failed load test.
 func TestExitCodeCouldNotRun(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

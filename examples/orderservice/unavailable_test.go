@@ -20,10 +20,9 @@ import (
 // with Retry-After, not 503 busy: nobody holds the product's lock, it just
 // cannot be asked for. Nothing is written, the metrics count the lock
 // outcome as unavailable (not busy, not error), and a finished order is
-// still replayed from its record. Before fencelock.ErrUnavailable existed,
-// both requests got 503 busy ("the lock was not free within 300ms"): the
-// lock client reported the failed attempts as ErrNotAcquired, which the
-// service took for contention.
+// still replayed from its record. Failed attempts reported as
+// ErrNotAcquired would be taken for contention and answered 503 busy ("the
+// lock was not free within 300ms").
 func TestRedisDownIsUnavailable(t *testing.T) {
 	cfg, srv := testConfigRedis(t)
 	cfg.LockWait = 300 * time.Millisecond
@@ -107,9 +106,9 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 
 // The idempotency guard's error for an unreachable Redis (its request
 // lock) is answered like the product lock's: 503 unavailable, not 409
-// in_progress. The guard is the app's own, on the stopped server; before
-// ErrUnavailable existed it returned idempotency.ErrInProgress here, which
-// the service answered 409 in_progress.
+// in_progress. The guard is the app's own, on the stopped server; were its
+// error idempotency.ErrInProgress here, the service would answer 409
+// in_progress.
 func TestGuardUnavailableIsAnswered503(t *testing.T) {
 	cfg, srv := testConfigRedis(t)
 	app, _, _ := newTestApp(t, cfg)

@@ -32,8 +32,8 @@ func TestRun(t *testing.T) {
 }
 
 // With Redis unreachable the tour could not run: exit status 2 (as for
-// every fencelock command), the error on one line. Before, log.Fatal
-// exited 1, the status of a failed check.
+// every fencelock command), the error on one line; not log.Fatal's 1, the
+// status of a failed check.
 func TestUnreachableRedisCouldNotRun(t *testing.T) {
 	t.Setenv("REDIS_URL", "redis://127.0.0.1:1/0")
 	var stderr strings.Builder

@@ -55,7 +55,7 @@ master kill -9s a worker process while its goroutines wait in line: the
 line stalls until their places lapse (fencelock.FairPlaceLease), no longer.
 --iterations does not apply to it.
 
-In semaphore, rwlock, election and jobs, issue 10's primitives run in worker
+In semaphore, rwlock, election and jobs, the primitives run in worker
 processes of their own (whatever --workers says): a 3-permit
 Client.Semaphore (4 processes x 3 goroutines; a permit holder is kill
 -9ed), a Client.RWLock (4 x (1 writer + 3 readers)), Campaign and Resign

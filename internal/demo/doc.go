@@ -77,13 +77,13 @@
 //     is the line it kills in). The first two are compared: hand-offs per
 //     second, wait p50/p99 (Acquire called -> returned) against the ideal
 //     (N-1) x hold (N = 16, hold measured: the 1ms plus the checks' round
-//     trips), turns per worker min/max; reported against issue 10's
+//     trips), turns per worker min/max; reported against the fair lock's
 //     targets, not judged. FAIL on overlap, a stale write, a fence that is
 //     not above every earlier one, or a lost hand-off: after the kill the
 //     line stalls until the dead waiters' places lapse
 //     (fencelock.FairPlaceLease); a stall longer than that plus 3s, or no
 //     acquisition once the places have lapsed, fails.
-//   - semaphore, rwlock, election, jobs: issue 10's primitives, each with
+//   - semaphore, rwlock, election, jobs: the primitives, each with
 //     worker processes of its own (whatever --workers says; prims.go has
 //     the details). semaphore: 4 processes x 3 goroutines on a 3-permit
 //     Client.Semaphore, lease 2s, hold 20ms, for 2s; then the master kill

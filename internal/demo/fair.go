@@ -14,7 +14,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 )
 
-// The fair scenario (issue 10's fair lock, fencelock.WithFairness) runs
+// The fair scenario (the fair lock, fencelock.WithFairness) runs
 // fairProcs worker processes of fairPerProc goroutines each, all on one key,
 // holding for the scenario's Hold and thinking fairThink between turns. It
 // makes three runs with the same processes:
@@ -30,8 +30,8 @@ import (
 // until their places lapse (fencelock.FairPlaceLease), no longer. Every
 // iteration is the demo's usual one, so the referee's checks (the inside
 // counter, the CLOCK_MONOTONIC intervals, the fenced store) judge all three
-// runs. The fairness and wait figures are reported against the issue's
-// targets, not judged: a busy machine moves them.
+// runs. The fairness and wait figures are reported against the fair
+// lock's targets, not judged: a busy machine moves them.
 const (
 	fairProcs   = 4
 	fairPerProc = 4
@@ -684,7 +684,7 @@ func fairFigures(mode string, acq []*iterRecord, workers int) FairRun {
 	return fr
 }
 
-// The issue's targets for the fair lock (16 workers, hold 1 ms): reported,
+// The targets for the fair lock (16 workers, hold 1 ms): reported,
 // not judged.
 const (
 	fairTargetMinMax = 0.95
@@ -711,7 +711,7 @@ func fairVerdict(fs *FairSummary) string {
 		}
 		return strings.Join(out, ", ")
 	}
-	s := fmt.Sprintf("plain Acquire: %s. WithFairness: %s (issue 10's targets: min/max >= %.2f, p99 <= %.1f x (N-1) x hold: %s).",
+	s := fmt.Sprintf("plain Acquire: %s. WithFairness: %s (targets: min/max >= %.2f, p99 <= %.1f x (N-1) x hold: %s).",
 		run(fs.Plain), run(fs.Fair), fairTargetMinMax, fairTargetP99, met(fs.Fair))
 	if k := fs.Kill; k != nil {
 		s += fmt.Sprintf(" A worker process kill -9ed with its %d goroutines in line held the line up %v at most (FairPlaceLease %v); the next acquisition came %v after the kill.",

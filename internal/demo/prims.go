@@ -15,7 +15,7 @@ import (
 	"github.com/fencelock/fencelock/redisbackend"
 )
 
-// The primitives scenarios (issue 10): one per primitive, each with worker
+// The primitives scenarios: one per primitive, each with worker
 // processes of its own (the same binary, re-executed; one Client per
 // process, several goroutines each), on a real Redis:
 //
@@ -34,8 +34,8 @@ import (
 //     Client.Observe throughout.
 //   - jobs: 3 processes run the job of primJob (Client.RunJob, every
 //     second) for 6 ticks (--iterations), their schedulers 0, 20 and 40ms
-//     late plus up to 60ms of jitter, as in issue 10; beside it, on another
-//     key, the plain pattern the issue tried: TryAcquire, run, Release.
+//     late plus up to 60ms of jitter; beside it, on another key, the
+//     plain pattern: TryAcquire, run, Release.
 //
 // How the rules are checked (twice, independently, as for the lock):
 //

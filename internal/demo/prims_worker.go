@@ -73,7 +73,7 @@ const (
 )
 
 // jobJitter: each scheduler fires up to this late at random, on top of its
-// process's Late, so that the attempts of a tick race (issue 10's setting).
+// process's Late, so that the attempts of a tick race.
 const jobJitter = 60 * time.Millisecond
 
 // primJob is the job of the jobs scenario. LockAtLeast covers the spread

@@ -8,7 +8,7 @@ import (
 
 // The table's header names a worker count only when every scenario shown
 // ran it: the fair and primitive scenarios run counts of their own, which
-// the header used to misstate as --workers.
+// the header must not state as --workers.
 func TestTableHeaderWorkers(t *testing.T) {
 	header := func(results ...*Result) string {
 		rep := &Report{Redis: "127.0.0.1:6379", Workers: 8, Results: results}

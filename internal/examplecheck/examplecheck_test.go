@@ -17,7 +17,7 @@ import (
 // root is the repository root, from this package's directory.
 const root = "../.."
 
-// TestExamplesAreCopyable keeps the examples honest (issue 12): a user
+// TestExamplesAreCopyable keeps the examples honest: a user
 // copies an Example into a program of their own, so its file must not
 // import an internal package (which they cannot import), must declare
 // whatever it uses that is not in the package's exported API (no helper

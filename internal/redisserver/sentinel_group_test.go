@@ -141,9 +141,10 @@ func TestSentinelGroupFailoverAndRejoin(t *testing.T) {
 	}
 }
 
-// TestSentinelGroupLaggedFailoverLosesWrite is the "lost lock" of the issue:
-// a write the replicas had not received when the master died is missing on
-// the promoted replica, while an earlier one that they had is there.
+// TestSentinelGroupLaggedFailoverLosesWrite shows how a lagged failover
+// loses a lock: a write the replicas had not received when the master died
+// is missing on the promoted replica, while an earlier one that they had is
+// there.
 func TestSentinelGroupLaggedFailoverLosesWrite(t *testing.T) {
 	t.Parallel()
 	g := startSentinelGroupForTest(t)

@@ -105,10 +105,13 @@ func (c *Client) Close() error {
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
+				case errors.Is(err, ErrNotHeld):
+					// Ended meanwhile (its error may say how: a lock lost
+					// to a refused renewal matches ErrMisconfigured too).
 				case errors.Is(err, ErrMisconfigured):
 					refused++
 					refusal = err
-				case err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable):
+				case err != nil && !errors.Is(err, ErrUnavailable):
 					errs = append(errs, err)
 				}
 			})

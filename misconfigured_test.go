@@ -180,6 +180,12 @@ func TestMisconfiguredRenewalAndRelease(t *testing.T) {
 	if err := renewed.Err(); !errors.Is(err, fencelock.ErrLost) || !errors.Is(err, fencelock.ErrMisconfigured) {
 		t.Errorf("Err of the lock whose renewal was refused: %v; want ErrLost and ErrMisconfigured", err)
 	}
+	// The hooks run in the goroutine that ended the lock, after Done.
+	waitUntil(t, 30*time.Second, "the Lost and RenewalDone hooks", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(lost) > 0 && failedRenewals > 0
+	})
 	mu.Lock()
 	if len(lost) != 1 || lost[0].Reason != fencelock.LostRefused {
 		t.Errorf("Lost events %+v; want one, reason refused", lost)

@@ -2089,19 +2089,7 @@ func TestTimingLateRenewalAfterLongerRefresh(t *testing.T) {
 		if err := lk.Refresh(ctx, 2*time.Second); err != nil {
 			t.Fatalf("Refresh: %v", err)
 		}
-		e.sleepUntil(490 * time.Millisecond)
-		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true})
-		e.sleepUntil(801 * time.Millisecond)
-		if st := e.state("k"); st.Held() {
-			t.Fatalf("at 801ms the store still holds %+v, want the late renewal's lease ended at 800ms", st.Holds)
-		}
-		if lk.Held() {
-			t.Errorf("the holder still believes it holds (deadline %v) after the store's lease ended at 800ms",
-				lk.Deadline().Sub(e.start))
-		}
-		if _, err := b.TryAcquire(ctx, "k", time.Second); err != nil {
-			t.Errorf("another client after the lease ended: %v", err)
-		}
+		e.checkLateLeaseEnd(ctx, lk, b, "renewal")
 	})
 }
 
@@ -2127,18 +2115,28 @@ func TestTimingLateAttemptAfterLongerRefresh(t *testing.T) {
 		if err := lk.Refresh(ctx, 2*time.Second); err != nil {
 			t.Fatalf("Refresh: %v", err)
 		}
-		e.sleepUntil(490 * time.Millisecond)
-		e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true})
-		e.sleepUntil(801 * time.Millisecond)
-		if st := e.state("k"); st.Held() {
-			t.Fatalf("at 801ms the store still holds %+v, want the late attempt's lease ended at 800ms", st.Holds)
-		}
-		if lk.Held() {
-			t.Errorf("the holder still believes it holds (deadline %v) after the store's lease ended at 800ms",
-				lk.Deadline().Sub(e.start))
-		}
-		if _, err := b.TryAcquire(ctx, "k", time.Second); err != nil {
-			t.Errorf("another client after the lease ended: %v", err)
-		}
+		e.checkLateLeaseEnd(ctx, lk, b, "attempt")
 	})
+}
+
+// checkLateLeaseEnd ends the two tests above: a late request for lk's key
+// lands at 500ms and sets its lease to 300ms from there. With renewals
+// refused from 490ms, the store lets the key go at 800ms, and by then the
+// holder must no longer believe it holds, and another client gets the key.
+func (e *tmEnv) checkLateLeaseEnd(ctx context.Context, lk *fencelock.Lock, other *fencelock.Client, late string) {
+	t := e.t
+	t.Helper()
+	e.sleepUntil(490 * time.Millisecond)
+	e.b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true})
+	e.sleepUntil(801 * time.Millisecond)
+	if st := e.state("k"); st.Held() {
+		t.Fatalf("at 801ms the store still holds %+v, want the late %s's lease ended at 800ms", st.Holds, late)
+	}
+	if lk.Held() {
+		t.Errorf("the holder still believes it holds (deadline %v) after the store's lease ended at 800ms",
+			lk.Deadline().Sub(e.start))
+	}
+	if _, err := other.TryAcquire(ctx, "k", time.Second); err != nil {
+		t.Errorf("another client after the lease ended: %v", err)
+	}
 }

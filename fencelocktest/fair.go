@@ -222,19 +222,7 @@ func fairReentryLeavesLine(ctx context.Context, s *suite, fb fencelock.FairBacke
 		}
 		return res
 	}
-	s.fairAcquire(ctx, fb, "k", "holder", ttl, place)
-	attempt("a")
-	attempt("b")
-	s.release(ctx, "k", "holder")
-	outer := attempt("a")
-	if !outer.Acquired {
-		s.t.Fatalf("the first waiter on its turn: %+v, want acquired", outer)
-	}
-	if inner := attempt("b"); !inner.Acquired || inner.Fence != outer.Fence || inner.Holds != 2 {
-		s.t.Fatalf("the second waiter, of the same owner: %+v, want re-entry with fence %d and 2 holds", inner, outer.Fence)
-	}
-	s.release(ctx, "k", "a")
-	s.release(ctx, "k", "b")
+	s.reenterFromLine(ctx, fb, ttl, place, attempt)
 	if res := s.fairAcquire(ctx, fb, "k", "other", ttl, 0); !res.Acquired {
 		s.t.Fatalf("another waiter once both holds are released: %+v, want acquired (no place left in line)", res)
 	}
@@ -257,10 +245,24 @@ func fairGrantReentryLeavesLine(ctx context.Context, s *suite, fg fencelock.Fair
 		}
 		return res
 	}
-	s.fairAcquire(ctx, fg, "k", "holder", ttl, place)
+	s.reenterFromLine(ctx, fg, ttl, place, attempt) // the release grants the lock to a (or wakes it)
+	if rel := s.release(ctx, "k", "b"); rel.Held {
+		s.t.Fatalf("b's token holds the lock again after its release: %+v, want nothing granted to it", rel)
+	}
+	if res := s.acquire(ctx, "k", "other", "other", ttl); !res.Acquired {
+		s.t.Fatalf("another client once both holds are released: %+v, want acquired", res)
+	}
+}
+
+// reenterFromLine puts two waiters of one owner, a and b, in line behind
+// a holder, releases the holder, lets a take the lock and b re-enter it,
+// then releases both: the start of the checks of re-entry from the line.
+func (s *suite) reenterFromLine(ctx context.Context, fb fencelock.FairBackend, ttl, place time.Duration, attempt func(token string) fencelock.AcquireResult) {
+	s.t.Helper()
+	s.fairAcquire(ctx, fb, "k", "holder", ttl, place)
 	attempt("a")
 	attempt("b")
-	s.release(ctx, "k", "holder") // grants the lock to a (or wakes it)
+	s.release(ctx, "k", "holder")
 	outer := attempt("a")
 	if !outer.Acquired {
 		s.t.Fatalf("the first waiter on its turn: %+v, want acquired", outer)
@@ -270,12 +272,6 @@ func fairGrantReentryLeavesLine(ctx context.Context, s *suite, fg fencelock.Fair
 	}
 	s.release(ctx, "k", "a")
 	s.release(ctx, "k", "b")
-	if rel := s.release(ctx, "k", "b"); rel.Held {
-		s.t.Fatalf("b's token holds the lock again after its release: %+v, want nothing granted to it", rel)
-	}
-	if res := s.acquire(ctx, "k", "other", "other", ttl); !res.Acquired {
-		s.t.Fatalf("another client once both holds are released: %+v, want acquired", res)
-	}
 }
 
 // The first waiter in line is told when the lock is released.

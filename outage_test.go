@@ -164,7 +164,7 @@ func outageTombstones(t *testing.T, rdb *redis.Client, key string) []string {
 
 // outageKind names the lock script that a command with args (as sent, or as
 // logged in the slow log) runs, by its number of keys and arguments
-// (redisbackend/scripts.go): "acquire", "release", "renew", "ttl", or "" for
+// (redisbackend/lua/): "acquire", "release", "renew", "ttl", or "" for
 // anything else.
 func outageKind(args []string) string {
 	if len(args) < 4 {

@@ -166,7 +166,7 @@ func (b *Backend) acquireArgs(k lockKeys, req fencelock.AcquireRequest) []any {
 	}
 	args := []any{owner, token, ms(req.TTL), ms(b.counterExpiry), max(req.FenceFloor, 0)}
 	// A process with a waiter for the key gets in line for its turn if
-	// refused (turnFunctions).
+	// refused (lua/turns.lua).
 	process := b.notifier.waitingProcess(k.channel)
 	if process != "" || req.Identity != "" {
 		args = append(args, process)
@@ -200,7 +200,7 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 }
 
 // releasingProcess returns the release script's process arguments
-// (turnFunctions): the notifier's id, and whether the process has waiters
+// (lua/turns.lua): the notifier's id, and whether the process has waiters
 // for the lock ("1") or not ("0").
 // Both come boxed once (argNoProcess, argWaits, notifier.idArg): boxing a
 // string for go-redis costs an allocation on every release otherwise.

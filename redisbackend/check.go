@@ -11,7 +11,7 @@ var _ fencelock.Checker = (*Backend)(nil)
 
 // checkScript is the least a script can do: Check runs it to learn that the
 // server runs Lua scripts (some managed Redis services refuse EVAL).
-var checkScript = newScript(`return 1`)
+var checkScript = newScript(luaScript("check.lua"))
 
 // checkLock is the lock whose keys and channel Check uses, in the
 // namespace checked: an ACL that lets a user at the namespace's keys and

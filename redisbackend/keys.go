@@ -24,7 +24,7 @@ import (
 //	                                 waiter only without it (or during its
 //	                                 process's turn, below)
 //	                          p:ID   one field per process waiting in line
-//	                                 (turnFunctions, scripts.go): ID is its
+//	                                 (lua/turns.lua): ID is its
 //	                                 notifier's, the value the server time
 //	                                 (Unix µs) it got in line; a release that
 //	                                 frees the lock keeps these (the key then
@@ -48,7 +48,7 @@ import (
 //	                        time (Unix ms) at which its place lapses unless
 //	                        renewed; field "g:TOKEN" = what a release needs
 //	                        to grant that waiter the lock (JSON, see
-//	                        grantFunctions); field "#seq" = the last arrival
+//	                        lua/grant.lua); field "#seq" = the last arrival
 //	                        number. Both outlive the longest place: a join
 //	                        that finds them ending within its place sets
 //	                        them to end two places from now.

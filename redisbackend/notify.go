@@ -87,7 +87,7 @@ type refusal struct {
 }
 
 // otherTurnGrace is how long the plain waiters of a process wait, after a
-// release woke another process for its turn ("released:ID", turnFunctions),
+// release woke another process for its turn ("released:ID", lua/turns.lua),
 // before they try anyway: the process woken takes the lock in well under a
 // millisecond on a LAN, and its own release wakes the next; if it crashed
 // or was paused, the others go on after this. Each such message moves the
@@ -118,7 +118,7 @@ type watcher struct {
 }
 
 // plain reports whether w is a plain waiter's: one that takes the lock
-// after any release, and whose process waits in turn (turnFunctions).
+// after any release, and whose process waits in turn (lua/turns.lua).
 func (w watcher) plain() bool { return w.token == "" && !w.changes }
 
 // waitingProcess returns the notifier's id when one of its plain watchers
@@ -510,7 +510,7 @@ func (n *notifier) confirm(name string) {
 // wake delivers a message: "next:TOKEN" and "grant:TOKEN:FENCE:SEQ" to the
 // fair waiter with that token only (a wake-up for no other waiter: the lock
 // is that waiter's), "acquired" to no waiter, "released:ID" (another
-// process's turn, turnFunctions) to the plain waiters otherTurnGrace later
+// process's turn, lua/turns.lua) to the plain waiters otherTurnGrace later
 // unless another message comes first and to the fair ones at once, and
 // anything else ("released", or this process's turn) to every waiter.
 // Change watchers get every message. On the notifier's own channels
@@ -624,7 +624,7 @@ type grantMessage struct {
 	token string
 }
 
-// parseGrant parses a grant message (grant_next in fair.go); ok is false
+// parseGrant parses a grant message (grant_next in lua/grant.lua); ok is false
 // for any other payload or a malformed one.
 func parseGrant(payload string) (m grantMessage, ok bool) {
 	rest, ok := strings.CutPrefix(payload, "grant:")

@@ -41,7 +41,7 @@ func TestWatchOnSubscribedChannelLeavesSubscriberAsleep(t *testing.T) {
 	}
 }
 
-// "released:ID" names the process whose turn it is (turnFunctions): that
+// "released:ID" names the process whose turn it is (lua/turns.lua): that
 // process's plain waiters are woken at once, another's only after its
 // turnGrace (unless another message comes first), and fair and change
 // watchers at once, as by any release.

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Processes that wait for a lock take turns (turnFunctions in scripts.go):
+// Processes that wait for a lock take turns (redisbackend/lua/turns.lua):
 // a waiter's refused attempt puts its process in line (field p:ID of the
 // lock's hash), and the release that frees the lock wakes the first
 // process in line alone.

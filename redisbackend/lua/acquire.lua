@@ -1,0 +1,34 @@
+-- Takes a free lock, re-enters a lock held by the same owner, or reports
+-- the holder's remaining lease and marks the lock as waited for (so that
+-- its release wakes waiters). A token with a tombstone (its client gave
+-- the acquire up) is refused.
+--
+-- KEYS: lock, fence counter, tombstone
+-- ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor[, process, identity]
+-- Returns {1, fence, holds} when held, {0, 0, 0, holder's remaining lease
+-- (ms), or -1} when not.
+--
+-- The process is the id of the caller's notifier when it waits for the
+-- lock (a waiter of that process watches its releases), "" otherwise: a
+-- refused attempt then lines the process up for its turn (field p:ID, see
+-- name_next), unless it is in line already. An attempt that takes the
+-- lock while processes wait in turn marks it as waited for, so that its
+-- release wakes the next.
+--
+-- Uncontended (no lock key, no tombstone, found by one EXISTS of both), it
+-- runs TIME, EXISTS, GETSET, HSET and PEXPIRE: Redis spends about as much
+-- on each command a script calls as on the script call itself, so the
+-- uncontended path makes no call it can do without.
+--
+-- The identity (fencelock.WithIdentity) is sent only when set, and stored
+-- (field id, in the same HSET) only by the acquisition that takes the free
+-- lock: a Client without one costs no byte more.
+--
+-- The fencing token is minted in the same step as the acquire: one more
+-- than the last one, but at least the server's clock in microseconds and
+-- above the client's floor (the largest fence it has seen), so tokens keep
+-- growing after a restart that lost the counter (no persistence) or a
+-- failover to a replica that missed it.
+
+--#include take.lua
+--#include acquire_body.lua

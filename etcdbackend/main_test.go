@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
 
@@ -32,9 +33,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "etcdbackend tests: %v\n", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	c.Close()
-	os.Exit(leakcheck.Verify(code))
+	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+		c.Close()
+		return code
+	}), leaktest.Options()...)
 }
 
 // newClient returns an etcd client of every endpoint, closed at cleanup.

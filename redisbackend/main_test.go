@@ -2,11 +2,11 @@ package redisbackend_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine running: a
@@ -21,7 +21,9 @@ import (
 // failover test; the tests report what matters themselves.
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	os.Exit(leakcheck.Run(m, "github.com/redis/go-redis/v9.(*clusterStateHolder).LazyReload.func1"))
+	goleak.VerifyTestMain(m, leaktest.Options(
+		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9.(*clusterStateHolder).LazyReload.func1"),
+	)...)
 }
 
 // quietLogger discards go-redis's log lines.

@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/demo"
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary stand in for the fencelock binary: the demo
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
 		main()
 	}
-	os.Exit(leakcheck.Run(m))
+	goleak.VerifyTestMain(m, leaktest.Options()...)
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {

@@ -4,8 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
+	"go.uber.org/goleak"
 )
 
 // TestMain runs the test binary as a service instance when the load test
@@ -18,9 +19,10 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(envOpenChild); path != "" {
 		os.Exit(openStoreChild(path))
 	}
-	code := m.Run()
-	if err := servertest.ClosePostgres(); err != nil && code == 0 {
-		code = 1
-	}
-	os.Exit(leakcheck.Verify(code))
+	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+		if err := servertest.ClosePostgres(); err != nil && code == 0 {
+			code = 1
+		}
+		return code
+	}), leaktest.Options()...)
 }

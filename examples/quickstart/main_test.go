@@ -2,19 +2,19 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine running (a
 // go-redis client it did not close, say).
 func TestMain(m *testing.M) {
-	os.Exit(leakcheck.Run(m))
+	goleak.VerifyTestMain(m, leaktest.Options()...)
 }
 
 // The tour runs against a real redis-server and leaves no keys behind.

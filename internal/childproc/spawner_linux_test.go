@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/childproc"
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
+	"go.uber.org/goleak"
 )
 
 // TestSpawnerIsNotALeak: Start leaves its spawner goroutine running for the
-// life of the process, by design, and leakcheck knows it by name.
+// life of the process, by design, and leaktest.Options ignores it by name.
 func TestSpawnerIsNotALeak(t *testing.T) {
 	cmd := exec.Command("true")
 	if err := childproc.Start(cmd, nil); err != nil {
@@ -22,11 +23,11 @@ func TestSpawnerIsNotALeak(t *testing.T) {
 	}
 	buf := make([]byte, 1<<20)
 	stacks := string(buf[:runtime.Stack(buf, true)])
-	const spawner = "github.com/fencelock/fencelock/internal/childproc.spawner("
+	spawner := leaktest.Spawner + "("
 	if !strings.Contains(stacks, spawner) {
-		t.Fatalf("no goroutine running %s...): has it been renamed? leakcheck ignores it by name.\n%s", spawner, stacks)
+		t.Fatalf("no goroutine running %s...): has it been renamed? leaktest.Spawner names it for goleak to ignore.\n%s", spawner, stacks)
 	}
-	if err := leakcheck.Check(); err != nil {
+	if err := goleak.Find(leaktest.Options()...); err != nil {
 		t.Error(err)
 	}
 }

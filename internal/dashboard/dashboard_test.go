@@ -17,13 +17,14 @@ import (
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/dashboard"
 	"github.com/fencelock/fencelock/internal/headless"
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 // EnvScreenshot names the environment variable that, when set to a path,
 // makes TestBrowser write a screenshot of the page with a few locks held

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/pgserver"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // TestMain makes the test binary double as a worker: the master re-executes
@@ -19,7 +20,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(WorkerEnv) != "" {
 		os.Exit(WorkerMain())
 	}
-	os.Exit(leakcheck.Run(m))
+	goleak.VerifyTestMain(m, leaktest.Options()...)
 }
 
 // runDemo runs one scenario with small counts against real worker processes

@@ -1,14 +1,14 @@
 package faultproxy_test
 
 import (
-	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
+	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine running (a
 // proxy it did not close, a connection...).
 func TestMain(m *testing.M) {
-	os.Exit(leakcheck.Run(m))
+	goleak.VerifyTestMain(m, leaktest.Options()...)
 }

@@ -1,13 +1,13 @@
 package memorybackend_test
 
 import (
-	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
+	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine running.
 func TestMain(m *testing.M) {
-	os.Exit(leakcheck.Run(m))
+	goleak.VerifyTestMain(m, leaktest.Options()...)
 }

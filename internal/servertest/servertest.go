@@ -5,12 +5,13 @@ package servertest
 import (
 	"errors"
 	"fmt"
-	"github.com/fencelock/fencelock/internal/childproc"
 	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/redisserver"
+	"go.uber.org/goleak"
 )
 
 // EnvRequireServers names the environment variable that, when "1", turns a
@@ -61,9 +62,10 @@ func Redis(t testing.TB, args ...string) *redisserver.Server {
 // redis-server: it starts one shared server, passes its address to use
 // (examples cannot start servers of their own), runs the tests, stops the
 // shared servers (this one and the shared PostgreSQL), checks that the
-// tests left no goroutine running (see leakcheck.Verify: a go-redis client
-// a test forgot to close fails the package) and exits. Without
-// redis-server the whole package is skipped, or fails when RequireServers.
+// tests left no goroutine running (go.uber.org/goleak with the options of
+// internal/leaktest: a go-redis client a test forgot to close fails the
+// package) and exits. Without redis-server the whole package is skipped, or
+// fails when RequireServers.
 func Main(m *testing.M, use func(redisAddr string)) {
 	srv, err := redisserver.Start(redisserver.Options{})
 	if err != nil {
@@ -77,8 +79,9 @@ func Main(m *testing.M, use func(redisAddr string)) {
 	if use != nil {
 		use(srv.Addr())
 	}
-	code := m.Run()
-	srv.Close()
-	ClosePostgres()
-	os.Exit(leakcheck.Verify(code))
+	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+		srv.Close()
+		ClosePostgres()
+		return code
+	}), leaktest.Options()...)
 }

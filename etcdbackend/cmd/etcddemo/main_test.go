@@ -7,8 +7,9 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/demo"
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary stand in for etcddemo: the demo starts its
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-worker" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(leakcheck.Run(m))
+	goleak.VerifyTestMain(m, leaktest.Options()...)
 }
 
 // "fencelock demo --backend etcd --scenario restart" end to end: a real

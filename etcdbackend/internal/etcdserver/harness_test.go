@@ -2,17 +2,17 @@ package etcdserver_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
-	"github.com/fencelock/fencelock/internal/leakcheck"
+	"github.com/fencelock/fencelock/internal/leaktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
 
-func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 // A 3-member cluster serves writes, keeps them across a kill -9 of its
 // leader and a restart of that member, and elects a new leader meanwhile.

@@ -1,0 +1,52 @@
+// Package leaktest holds what every test package of this module passes to
+// go.uber.org/goleak from its TestMain:
+//
+//	func TestMain(m *testing.M) {
+//		goleak.VerifyTestMain(m, leaktest.Options()...)
+//	}
+//
+// goleak does the checking: after the tests pass it retries until the
+// goroutines a test started have ended, then fails the package with the
+// stacks of those still running. A goroutine still running then is almost
+// always one a test started and never stopped: a go-redis client, PubSub,
+// pgx connection or pool, HTTP server or client connection that was not
+// closed, or a goroutine of the test's own that nothing joins.
+//
+// What remains here is what goleak cannot know: the name of this module's
+// one goroutine that lives as long as the process by design (see Options),
+// and an adapter for a TestMain that must stop servers of its own between
+// the tests and the check (see Then). It is shared so that the ignore list
+// is in one place.
+package leaktest
+
+import "go.uber.org/goleak"
+
+// Spawner is the function of internal/childproc's goroutine. childproc
+// forks every server from that one goroutine, locked to its thread, so that
+// the servers' Pdeathsig fires when the process dies; it runs until the
+// process exits. childproc's tests check that this name is right.
+const Spawner = "github.com/fencelock/fencelock/internal/childproc.spawner"
+
+// Options returns the goleak options of every package's check, that ignore
+// this module's process-lifetime goroutine (Spawner), followed by extra.
+func Options(extra ...goleak.Option) []goleak.Option {
+	return append([]goleak.Option{goleak.IgnoreAnyFunction(Spawner)}, extra...)
+}
+
+// Then is for a TestMain that stops things of its own after the tests (a
+// shared server, a cluster): goleak.VerifyTestMain runs the returned
+// TestingM's Run, which runs m's tests and then after, given their exit
+// code, and checks for leaks only after that, if the code after returns is
+// 0:
+//
+//	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+//		srv.Close()
+//		return code
+//	}), leaktest.Options()...)
+func Then(m goleak.TestingM, after func(code int) int) goleak.TestingM {
+	return runFunc(func() int { return after(m.Run()) })
+}
+
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }

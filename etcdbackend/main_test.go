@@ -10,7 +10,6 @@ import (
 	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
 	"github.com/fencelock/fencelock/internal/leaktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
 
@@ -33,10 +32,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "etcdbackend tests: %v\n", err)
 		os.Exit(1)
 	}
-	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+	leaktest.Main(leaktest.Then(m, func(code int) int {
 		c.Close()
 		return code
-	}), leaktest.Options()...)
+	}))
 }
 
 // newClient returns an etcd client of every endpoint, closed at cleanup.

@@ -21,9 +21,9 @@ import (
 // failover test; the tests report what matters themselves.
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	goleak.VerifyTestMain(m, leaktest.Options(
+	leaktest.Main(m,
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9.(*clusterStateHolder).LazyReload.func1"),
-	)...)
+	)
 }
 
 // quietLogger discards go-redis's log lines.

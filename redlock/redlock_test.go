@@ -17,12 +17,11 @@ import (
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redlock"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	goleak.VerifyTestMain(m, leaktest.Options()...)
+	leaktest.Main(m)
 }
 
 type quietLogger struct{}

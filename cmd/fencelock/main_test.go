@@ -10,7 +10,6 @@ import (
 	"github.com/fencelock/fencelock/internal/demo"
 	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
-	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary stand in for the fencelock binary: the demo
@@ -23,7 +22,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
 		main()
 	}
-	goleak.VerifyTestMain(m, leaktest.Options()...)
+	leaktest.Main(m)
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
-	"go.uber.org/goleak"
 )
 
 // TestMain runs the test binary as a service instance when the load test
@@ -19,10 +18,10 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(envOpenChild); path != "" {
 		os.Exit(openStoreChild(path))
 	}
-	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+	leaktest.Main(leaktest.Then(m, func(code int) int {
 		if err := servertest.ClosePostgres(); err != nil && code == 0 {
 			code = 1
 		}
 		return code
-	}), leaktest.Options()...)
+	}))
 }

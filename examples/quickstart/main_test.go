@@ -8,13 +8,12 @@ import (
 	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine running (a
 // go-redis client it did not close, say).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, leaktest.Options()...)
+	leaktest.Main(m)
 }
 
 // The tour runs against a real redis-server and leaves no keys behind.

@@ -21,10 +21,9 @@ import (
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
+func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // EnvScreenshot names the environment variable that, when set to a path,
 // makes TestBrowser write a screenshot of the page with a few locks held

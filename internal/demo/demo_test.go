@@ -11,7 +11,6 @@ import (
 	"github.com/fencelock/fencelock/internal/pgserver"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // TestMain makes the test binary double as a worker: the master re-executes
@@ -20,7 +19,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(WorkerEnv) != "" {
 		os.Exit(WorkerMain())
 	}
-	goleak.VerifyTestMain(m, leaktest.Options()...)
+	leaktest.Main(m)
 }
 
 // runDemo runs one scenario with small counts against real worker processes

@@ -4,11 +4,10 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/leaktest"
-	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine running (a
 // proxy it did not close, a connection...).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, leaktest.Options()...)
+	leaktest.Main(m)
 }

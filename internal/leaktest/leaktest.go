@@ -2,7 +2,7 @@
 // go.uber.org/goleak from its TestMain:
 //
 //	func TestMain(m *testing.M) {
-//		goleak.VerifyTestMain(m, leaktest.Options()...)
+//		leaktest.Main(m)
 //	}
 //
 // goleak does the checking: after the tests pass it retries until the
@@ -14,12 +14,17 @@
 //
 // What remains here is what goleak cannot know: the name of this module's
 // one goroutine that lives as long as the process by design (see Options),
-// and an adapter for a TestMain that must stop servers of its own between
-// the tests and the check (see Then). It is shared so that the ignore list
-// is in one place.
+// how long a busy machine may take to let closed clients' goroutines end
+// (see Main), and an adapter for a TestMain that must stop servers of its
+// own between the tests and the check (see Then). It is shared so that the
+// ignore list is in one place.
 package leaktest
 
-import "go.uber.org/goleak"
+import (
+	"time"
+
+	"go.uber.org/goleak"
+)
 
 // Spawner is the function of internal/childproc's goroutine. childproc
 // forks every server from that one goroutine, locked to its thread, so that
@@ -33,16 +38,39 @@ func Options(extra ...goleak.Option) []goleak.Option {
 	return append([]goleak.Option{goleak.IgnoreAnyFunction(Spawner)}, extra...)
 }
 
+// Settle is how long Main waits for goroutines to end before goleak's own
+// check. goleak retries for under a second; a CI machine with every core
+// busy can take longer than that to let a closed client's goroutines
+// return, and a goroutine that outlives Settle is still a leak.
+const Settle = 5 * time.Second
+
+// Main runs m's tests and, if they pass, checks for leaked goroutines with
+// goleak, ignoring what Options ignores and extra. Before the check it waits
+// up to Settle for the goroutines still running to end.
+func Main(m goleak.TestingM, extra ...goleak.Option) {
+	opts := Options(extra...)
+	goleak.VerifyTestMain(runFunc(func() int {
+		code := m.Run()
+		if code == 0 {
+			for deadline := time.Now().Add(Settle); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if goleak.Find(opts...) == nil {
+					break
+				}
+			}
+		}
+		return code
+	}), opts...)
+}
+
 // Then is for a TestMain that stops things of its own after the tests (a
-// shared server, a cluster): goleak.VerifyTestMain runs the returned
-// TestingM's Run, which runs m's tests and then after, given their exit
-// code, and checks for leaks only after that, if the code after returns is
-// 0:
+// shared server, a cluster): Main runs the returned TestingM's Run, which
+// runs m's tests and then after, given their exit code, and checks for
+// leaks only after that, if the code after returns is 0:
 //
-//	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+//	leaktest.Main(leaktest.Then(m, func(code int) int {
 //		srv.Close()
 //		return code
-//	}), leaktest.Options()...)
+//	}))
 func Then(m goleak.TestingM, after func(code int) int) goleak.TestingM {
 	return runFunc(func() int { return after(m.Run()) })
 }

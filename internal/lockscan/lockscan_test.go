@@ -14,10 +14,9 @@ import (
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
+func TestMain(m *testing.M) { leaktest.Main(m) }
 
 func TestSplitKey(t *testing.T) {
 	lock := []fencelock.Kind{fencelock.KindLock}

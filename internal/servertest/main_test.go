@@ -5,17 +5,16 @@ import (
 
 	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
-	"go.uber.org/goleak"
 )
 
 // TestMain stops the shared PostgreSQL server (TestClosePostgres stops it
 // too, but not when -run skips that test) and fails the package if a test
 // leaves a goroutine running.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+	leaktest.Main(leaktest.Then(m, func(code int) int {
 		if err := servertest.ClosePostgres(); err != nil && code == 0 {
 			code = 1
 		}
 		return code
-	}), leaktest.Options()...)
+	}))
 }

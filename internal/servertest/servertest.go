@@ -11,7 +11,6 @@ import (
 	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/redisserver"
-	"go.uber.org/goleak"
 )
 
 // EnvRequireServers names the environment variable that, when "1", turns a
@@ -79,9 +78,9 @@ func Main(m *testing.M, use func(redisAddr string)) {
 	if use != nil {
 		use(srv.Addr())
 	}
-	goleak.VerifyTestMain(leaktest.Then(m, func(code int) int {
+	leaktest.Main(leaktest.Then(m, func(code int) int {
 		srv.Close()
 		ClosePostgres()
 		return code
-	}), leaktest.Options()...)
+	}))
 }

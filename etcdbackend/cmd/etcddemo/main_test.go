@@ -9,7 +9,6 @@ import (
 	"github.com/fencelock/fencelock/internal/demo"
 	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/servertest"
-	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary stand in for etcddemo: the demo starts its
@@ -18,7 +17,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-worker" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m, leaktest.Options()...)
+	leaktest.Main(m)
 }
 
 // "fencelock demo --backend etcd --scenario restart" end to end: a real

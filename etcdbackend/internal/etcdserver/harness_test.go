@@ -8,11 +8,10 @@ import (
 	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
 	"github.com/fencelock/fencelock/internal/leaktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
+func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // A 3-member cluster serves writes, keeps them across a kill -9 of its
 // leader and a restart of that member, and elects a new leader meanwhile.

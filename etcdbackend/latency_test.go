@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The figures the README quotes: serial TryAcquire and Release latency on
+// Serial TryAcquire and Release latency (docs/backends.md, etcd) on
 // the shared 3-member cluster (loopback, no fsync). Logged, not asserted:
 // the machine is shared, and timing is not what this test checks; it
 // checks that 200 acquire/release cycles in a row all succeed.

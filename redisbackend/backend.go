@@ -4,7 +4,7 @@
 //
 // Each operation is one Lua script in one round trip; renewals of many locks
 // go in one pipelined round trip; waiters are woken by pub/sub. The key
-// layout is described in keys.go and in the README. Redis 6 or later.
+// layout is described in keys.go and in docs/how-it-works.md. Redis 6 or later.
 //
 // Set ContextTimeoutEnabled in the go-redis options. fencelock gives every
 // request a deadline (a wait bound, a lease, a renewal interval) and must

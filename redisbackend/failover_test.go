@@ -193,7 +193,7 @@ func laggedFailover(ctx context.Context, t *testing.T, bed replicated, holder, c
 func TestLaggedFailoverWithReplicaAck(t *testing.T) {
 	t.Parallel()
 	// Acknowledgement from every replica: Sentinel may promote the replica
-	// that did not acknowledge (WAIT is not consensus; the README says so),
+	// that did not acknowledge (WAIT is not consensus; docs/backends.md says so),
 	// and a test must not depend on which one it picks.
 	for _, topo := range []struct {
 		name     string
@@ -208,7 +208,7 @@ func TestLaggedFailoverWithReplicaAck(t *testing.T) {
 			t.Parallel()
 			rounds := topo.rounds
 			if n, err := strconv.Atoi(os.Getenv("FENCELOCK_FAILOVERS")); err == nil && n > 0 {
-				rounds = n // e.g. FENCELOCK_FAILOVERS=20 for the README's figures
+				rounds = n // e.g. FENCELOCK_FAILOVERS=20 for the figures in docs/backends.md
 			}
 			bed := topo.start(t)
 			ack := redisbackend.WithReplicaAck(topo.replicas, replicaAckTimeout)

@@ -27,14 +27,14 @@ import (
 // automatic renewal, against a private redis-server. Environment:
 //
 //	FENCELOCK_HELD_LOCKS   how many locks (default 10000)
-//	FENCELOCK_HELD_TTL     their lease (default 6s; the README's figures: 30s, and 60s at 1,000,000)
+//	FENCELOCK_HELD_TTL     their lease (default 6s; 30s for 100,000 locks, 60s at 1,000,000)
 //	FENCELOCK_HELD_RENEW   the renewal interval (default a third of the ttl)
 //	FENCELOCK_HELD_ROUNDS  how many renewal intervals to observe (default 2)
 //	FENCELOCK_HELD_PROBE   how often to time a lock+unlock of another key (default 10ms; 0: never,
 //	                       to see the CPU time of renewal alone)
 //	FENCELOCK_HELD_CPUPROFILE  a file to write a CPU profile of the observed window to
 //
-// For example, the README's two rows:
+// For example, at 100,000 and at 1,000,000 locks:
 //
 //	FENCELOCK_HELD_LOCKS=100000 FENCELOCK_HELD_TTL=30s go test -run '^$' -bench HeldLocks -benchtime 1x ./redisbackend/
 //	FENCELOCK_HELD_LOCKS=1000000 FENCELOCK_HELD_TTL=60s go test -run '^$' -bench HeldLocks -benchtime 1x -timeout 30m ./redisbackend/

@@ -13,8 +13,8 @@ import (
 
 // BenchmarkTopologies runs the benchshape workloads (one goroutine's
 // Acquire+Release cycles, and 64 goroutines on distinct keys) on each
-// deployment the Redis backend supports, for the README's "Choosing a
-// backend" table (scripts/bench-backends.sh): a single node; a Sentinel
+// deployment the Redis backend supports, for the cost row of "Choosing
+// one" in docs/backends.md (scripts/bench-backends.sh): a single node; a Sentinel
 // group (1 master, 2 replicas, 3 sentinels) without and with
 // WithReplicaAck(1); a 3-master Cluster; and a Cluster of 3 masters with a
 // replica each, with WithReplicaAck(1).

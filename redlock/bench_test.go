@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkRedlock runs the benchshape workloads over 3 and 5 masters, for
-// the README's "Choosing a backend" table.
+// the cost row of "Choosing one" in docs/backends.md.
 func BenchmarkRedlock(b *testing.B) {
 	for _, n := range []int{3, 5} {
 		b.Run(fmt.Sprintf("masters%d", n), func(b *testing.B) {

@@ -26,8 +26,8 @@
 // without persistence (no AOF with fsync) must stay down for longer than the
 // longest ttl, and its clock must not step back (its TIME in µs then floors
 // the counter it forgot); the Client's own floor covers the fences it has
-// seen. See the README's "Choosing a backend" for what Redlock does and does
-// not guarantee.
+// seen. See docs/backends.md ("Redlock" and "Choosing one") for what Redlock
+// does and does not guarantee.
 //
 // # Undone attempts, and grants that do not count
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's "Choosing a backend" table, in one run: the same workloads
+# The cost row of "Choosing one" in docs/backends.md, in one run: the same workloads
 # (internal/benchshape: one goroutine's Acquire+Release cycles with a
 # request context, and 64 goroutines cycling on distinct keys) on every
 # backend, each on private servers on loopback:

@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// The files the README's commands leave in the working tree are ignored by
-// git, so that "git status" stays clean: the service's default SQLite file
-// with its WAL and shared-memory files (go run ./examples/orderservice,
-// from the repository root or from here), and binaries of go build:
-// orderservice.db* must not show up as untracked.
+// The files the documented commands (README.md, docs/) leave in the
+// working tree are ignored by git, so that "git status" stays clean: the
+// service's default SQLite file with its WAL and shared-memory files (go
+// run ./examples/orderservice, from the repository root or from here), and
+// binaries of go build: orderservice.db* must not show up as untracked.
 func TestReadmeLeftoversIgnored(t *testing.T) {
 	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {

@@ -1,5 +1,5 @@
-// Package benchshape is the one benchmark every backend runs for the
-// README's "Choosing a backend" table, so that the figures compare: the
+// Package benchshape is the one benchmark every backend runs for the cost
+// row of "Choosing one" in docs/backends.md, so that the figures compare: the
 // Redis topologies (redisbackend's BenchmarkTopologies), Redlock
 // (redlock's BenchmarkRedlock) and etcd (etcdbackend's benchmark).
 package benchshape

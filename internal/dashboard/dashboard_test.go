@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // EnvScreenshot names the environment variable that, when set to a path,
 // makes TestBrowser write a screenshot of the page with a few locks held
-// there (the README's docs/dashboard.png):
+// there (docs/dashboard.png, shown in docs/operations.md):
 //
 //	FENCELOCK_DASHBOARD_SCREENSHOT=$PWD/docs/dashboard.png go test -run TestBrowser ./internal/dashboard
 const EnvScreenshot = "FENCELOCK_DASHBOARD_SCREENSHOT"

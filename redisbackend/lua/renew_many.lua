@@ -3,7 +3,7 @@
 -- one TIME for the batch, and no script call per lock, which would cost
 -- Redis about as much as the lock's own commands, and the client the
 -- encoding and decoding of a command per lock (see the held-locks figures
--- in the README). A lock whose key holds another type (an operator's
+-- in docs/performance.md). A lock whose key holds another type (an operator's
 -- write) fails alone: its entry is the error message. Any other error
 -- fails the batch, so that the client sees it (READONLY after a failover).
 --

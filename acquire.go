@@ -95,7 +95,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration) 
 		}
 		owner = o
 	}
-	return AcquireRequest{LockRef: c.ref(key, token), Owner: owner, TTL: ttl, Identity: c.cfg.identity}, nil
+	return AcquireRequest{Ref: c.ref(key, token), Owner: owner, TTL: ttl, Identity: c.cfg.identity}, nil
 }
 
 // noteFence raises the Client's fence floor to fence.

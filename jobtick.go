@@ -49,11 +49,11 @@ func claimTick(tick string, life time.Duration) AcquireOption {
 // acquireTick makes one attempt of a RunJob acquisition. A claimed tick
 // ends the attempts: the error is a *tickClaimedError.
 func (c *Client) acquireTick(ctx context.Context, req AcquireRequest, t *tickClaim) (AcquireResult, error) {
-	res, err := c.jobTicks.AcquireTick(ctx, TickRequest{AcquireRequest: req, Tick: t.tick, RecordLife: t.life})
+	res, err := c.jobTicks.AcquireTick(ctx, TickRequest{Request: req, Tick: t.tick, RecordLife: t.life})
 	if err == nil && res.Claimed && !res.Acquired {
 		return AcquireResult{}, &tickClaimedError{tick: t.tick, last: res.LastTick}
 	}
-	return res.AcquireResult, err
+	return res.Result, err
 }
 
 // tickClaimedError ends a RunJob acquisition whose tick, or a later one,

@@ -525,7 +525,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 			l.mu.Unlock()
 			continue
 		}
-		reqs = append(reqs, RenewRequest{LockRef: l.ref, TTL: l.ttl})
+		reqs = append(reqs, RenewRequest{Ref: l.ref, TTL: l.ttl})
 		latest = latestOf(latest, l.deadline)
 		timeout = min(timeout, renewTimeout(l.autoRenew))
 		l.mu.Unlock()

@@ -71,7 +71,7 @@ func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Du
 	return &Lock{
 		unsettled: unsettled,
 		client:    c,
-		ref:       req.LockRef,
+		ref:       req.Ref,
 		fence:     res.Fence,
 		holds:     res.Holds,
 		autoRenew: autoRenew,
@@ -294,7 +294,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrNotSent, err)
 	} else {
-		results, err = l.holdOps().renew(rctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
+		results, err = l.holdOps().renew(rctx, []RenewRequest{{Ref: l.ref, TTL: ttl}})
 	}
 	cancel()
 	if err == nil && len(results) != 1 {

@@ -114,7 +114,7 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 		return 0, invalid("token", token, "must not be empty")
 	}
 	ref := c.ref(key, token)
-	res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, c.heldUntilHere(ref))
+	res, err := c.sendRelease(ctx, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {
@@ -304,7 +304,7 @@ func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, r
 		ops = c.prims.rw
 	}
 	ref := c.ref(key, h.Token)
-	res, err := c.sendReleaseOps(ctx, ops, ReleaseRequest{LockRef: ref}, c.heldUntilHere(ref))
+	res, err := c.sendReleaseOps(ctx, ops, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {

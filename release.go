@@ -125,7 +125,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 
 // releaseRequest is the request that gives up l's hold.
 func (l *Lock) releaseRequest() ReleaseRequest {
-	req := ReleaseRequest{LockRef: l.ref, Notify: l.notify}
+	req := ReleaseRequest{Ref: l.ref, Notify: l.notify}
 	if l.tombstone {
 		req.Tombstone = tombstoneLife
 	}

@@ -59,7 +59,7 @@ func (c *Client) RWLock(name string) *RWLock {
 		return &primitive{
 			ops: ops,
 			acquire: func(ctx context.Context, req AcquireRequest, single bool) (AcquireResult, error) {
-				r := RWRequest{AcquireRequest: req, Write: write}
+				r := RWRequest{Request: req, Write: write}
 				if !single {
 					r.Place = RWPlaceLease
 				}

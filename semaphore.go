@@ -45,7 +45,7 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	s.prim = &primitive{
 		ops: ops,
 		acquire: func(ctx context.Context, req AcquireRequest, _ bool) (AcquireResult, error) {
-			return ops.b.AcquirePermit(ctx, PermitRequest{AcquireRequest: req, Permits: permits})
+			return ops.b.AcquirePermit(ctx, PermitRequest{Request: req, Permits: permits})
 		},
 		watch: ops.b.WatchPermits,
 	}

@@ -231,7 +231,7 @@ func (w *waiter) attempt() (*Lock, error) {
 		// (it would be a retry now), but a copy of it may still be on its
 		// way: have the backend refuse it.
 		if w.ambiguous {
-			w.c.releaser.addOps(w.ops(), ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+			w.c.releaser.addOps(w.ops(), ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
 		}
 		return nil, err
 	case err != nil:
@@ -431,15 +431,15 @@ func (w *waiter) giveUp() error {
 		// An attempt may have taken the lock although no reply said so:
 		// release it, and have the backend refuse a copy still on its way.
 		// (The release also takes a fair waiter out of the line.)
-		w.c.releaser.addOps(w.ops(), ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+		w.c.releaser.addOps(w.ops(), ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
 	case w.cfg.fair && w.attempts > 0 && !w.singleAttempt():
 		// Leave the line at once, rather than hold it up until the
 		// place lapses.
-		w.c.releaser.add(ReleaseRequest{LockRef: w.req.LockRef}, FairPlaceLease)
+		w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref}, FairPlaceLease)
 	case w.cfg.prim != nil && w.cfg.prim.keepAlive > 0 && w.attempts > 0 && !w.singleAttempt():
 		// Withdraw what the attempts registered (a writer's intent),
 		// rather than hold others up until it lapses.
-		w.c.releaser.addOps(w.cfg.prim.ops, ReleaseRequest{LockRef: w.req.LockRef}, 3*w.cfg.prim.keepAlive)
+		w.c.releaser.addOps(w.cfg.prim.ops, ReleaseRequest{Ref: w.req.Ref}, 3*w.cfg.prim.keepAlive)
 	}
 	if w.refused != nil {
 		// The clean-up above is tried all the same: a refusal of the

@@ -28,7 +28,7 @@ import (
 //     as waited for). The one exception is a record of this very claim
 //     (Tick by this Token): its acquire's reply was lost, and no run began
 //     under it, so the attempt goes on as below (a retry).
-//   - Otherwise it is Acquire of req.AcquireRequest, with every rule of
+//   - Otherwise it is Acquire of req.Request, with every rule of
 //     Acquire: a free lock is taken with a new fence (above every fence
 //     minted for the lock and above FenceFloor), a Token that holds a live
 //     hold is a retry (the same fence, no second hold, the lease TTL from
@@ -46,7 +46,7 @@ type JobTickBackend interface {
 
 // TickRequest is one attempt to take a job's lock for a run of one tick.
 type TickRequest struct {
-	AcquireRequest
+	Request
 	// Tick names the tick: not empty, and without a NUL byte. Ticks of a
 	// job compare as byte strings, a later tick greater (the Client writes
 	// the tick's UTC time with a fixed number of digits).
@@ -58,10 +58,10 @@ type TickRequest struct {
 
 // TickResult is the outcome of one AcquireTick.
 type TickResult struct {
-	// AcquireResult is the acquisition's result: Acquired with the run's
+	// Result is the acquisition's result: Acquired with the run's
 	// fence, or a refusal by the holder of the lock (HolderTTL), which is
 	// not Claimed.
-	AcquireResult
+	Result
 	// Claimed reports that the record names Tick or a later tick (not the
 	// claim of Tick by this Token): the tick is not to run. Acquired is
 	// then false.

@@ -56,7 +56,7 @@ type RWLockBackend interface {
 
 // RWRequest is one attempt to take a read-write lock.
 type RWRequest struct {
-	AcquireRequest
+	Request
 	// Write asks for the exclusive (write) hold; false asks for a shared
 	// (read) hold.
 	Write bool

@@ -42,7 +42,7 @@ type SemaphoreBackend interface {
 
 // PermitRequest is one attempt to take a permit of a semaphore.
 type PermitRequest struct {
-	AcquireRequest
+	Request
 	// Permits is the caller's number of permits: the attempt succeeds when
 	// fewer permits than this are live.
 	Permits int

@@ -49,7 +49,7 @@ return refuse(info, sets, now, first - now)
 
 // AcquirePermit implements fencelock.SemaphoreBackend.
 func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (fencelock.AcquireResult, error) {
-	if err := b.checkAcquire(req.AcquireRequest); err != nil {
+	if err := b.checkAcquire(req.Request); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Permits < 1 {

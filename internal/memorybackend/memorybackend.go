@@ -177,7 +177,7 @@ func (b *Backend) Close() error {
 
 // Acquire implements fencelock.Backend.
 func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Owner == "" {
@@ -187,7 +187,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		return fencelock.AcquireResult{}, err
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		res := b.lockFor(id).acquire(now, req)
 		b.acquiredLocked(id, req, res)
 		return res, nil
@@ -208,11 +208,11 @@ func (b *Backend) acquiredLocked(id lockID, req fencelock.AcquireRequest, res fe
 // frees the lock: the first fair waiter in line only, if there is one
 // (fair.go). A token that held nothing leaves the line of fair waiters.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
 	return do(b, ctx, Release, func(now time.Time) (fencelock.ReleaseResult, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		res, freed := b.lockFor(id).release(now, req)
 		b.afterRelease(id, now, req.Token, res.Held, freed)
 		return res, nil
@@ -226,10 +226,10 @@ var _ fencelock.HandOffBackend = (*Backend)(nil)
 // refused while it was held, and no fair waiter is in line. The call counts
 // as a Release; DisableHandOff makes it release only.
 func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseRequest, next fencelock.AcquireRequest) (fencelock.ReleaseResult, fencelock.AcquireResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
 	}
-	if err := checkRef(next.LockRef); err != nil {
+	if err := checkRef(next.Ref); err != nil {
 		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
 	}
 	if next.Namespace != req.Namespace || next.Key != req.Key || next.Owner != next.Token {
@@ -245,7 +245,7 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 		acq fencelock.AcquireResult
 	}
 	r, err := do(b, ctx, Release, func(now time.Time) (both, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		l := b.lockFor(id)
 		waited := l.waited
 		rel, freed := l.release(now, req)
@@ -289,7 +289,7 @@ func (b *Backend) HandOffs() int {
 // call.
 func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
 	for _, r := range reqs {
-		if err := checkRef(r.LockRef); err != nil {
+		if err := checkRef(r.Ref); err != nil {
 			return nil, err
 		}
 		if err := checkTTL(r.TTL); err != nil {
@@ -306,7 +306,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	return do(b, ctx, Renew, func(now time.Time) ([]fencelock.RenewResult, error) {
 		results := make([]fencelock.RenewResult, len(reqs))
 		for i, r := range reqs {
-			if l := b.locks[idOf(r.LockRef)]; l != nil {
+			if l := b.locks[idOf(r.Ref)]; l != nil {
 				results[i].Held = l.renew(now, r)
 			}
 		}

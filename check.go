@@ -38,11 +38,7 @@ func (c *Client) Check(ctx context.Context) error {
 	if c.closed() {
 		return fmt.Errorf("fencelock: check: %w", ErrClosed)
 	}
-	checker, ok := c.backend.(Checker)
-	if !ok {
-		return nil
-	}
-	if err := checker.Check(ctx, c.cfg.namespace); err != nil {
+	if err := c.store.Check(ctx, c.cfg.namespace); err != nil {
 		if errors.Is(err, ErrInvalidArgument) {
 			return err
 		}

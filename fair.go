@@ -42,16 +42,13 @@ const fairRenewPlace = FairPlaceLease / 3
 
 // fairAttempt makes one attempt for a fair waiter: it joins the line or
 // renews its place, unless the call makes a single attempt. seq numbers
-// the waiter's attempts; with a FairGranter, a waiter in line accepts
-// grants (fairGrantLease).
+// the waiter's attempts; a waiter in line accepts grants (fairGrantLease),
+// which a store without them ignores.
 func (c *Client) fairAttempt(ctx context.Context, req AcquireRequest, single bool, seq int64) (AcquireResult, error) {
 	if single {
-		return c.fair.AcquireFair(ctx, req, 0)
+		return c.lines.AcquireInLine(ctx, req, driver.Turn{})
 	}
-	if c.granter != nil {
-		return c.granter.AcquireFairGrant(ctx, req, FairPlaceLease, fairGrantLease(req.TTL), seq)
-	}
-	return c.fair.AcquireFair(ctx, req, FairPlaceLease)
+	return c.lines.AcquireInLine(ctx, req, driver.Turn{Place: FairPlaceLease, Grant: fairGrantLease(req.TTL), Seq: seq})
 }
 
 // fairGrantLease is the lease a release grants a fair waiter with ttl: no
@@ -62,7 +59,7 @@ func fairGrantLease(ttl time.Duration) time.Duration {
 
 // checkFair refuses WithFairness on a backend without a line of waiters.
 func (c *Client) checkFair(cfg acquireConfig) error {
-	if cfg.fair && c.fair == nil {
+	if cfg.fair && !c.inLine {
 		return fmt.Errorf("%w: WithFairness needs a backend that keeps a line of waiters (fencelock.FairBackend); %T does not", ErrUnsupported, c.backend)
 	}
 	return nil

@@ -24,7 +24,14 @@ func (c *Client) releaseHandingOff(ctx context.Context, req ReleaseRequest, p *p
 	next := p.req
 	next.FenceFloor = c.maxFence.Load()
 	sent := now()
-	res, got, err := c.handOff.ReleaseHandOff(ctx, req, next)
+	res, got, err := c.lines.HandOff(ctx, req, next)
+	if errors.Is(err, ErrUnsupported) {
+		// The store never hands a lock over, and sent nothing: release
+		// alone, now and from now on.
+		c.noHandOff.Store(true)
+		c.queues.settle(p, nil, false)
+		return c.store.Release(ctx, req)
+	}
 	switch {
 	case err == nil && got.Acquired:
 		c.queues.settle(p, &handedLock{res: got, sent: sent}, false)

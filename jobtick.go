@@ -49,7 +49,7 @@ func claimTick(tick string, life time.Duration) AcquireOption {
 // acquireTick makes one attempt of a RunJob acquisition. A claimed tick
 // ends the attempts: the error is a *tickClaimedError.
 func (c *Client) acquireTick(ctx context.Context, req AcquireRequest, t *tickClaim) (AcquireResult, error) {
-	res, err := c.jobTicks.AcquireTick(ctx, TickRequest{Request: req, Tick: t.tick, RecordLife: t.life})
+	res, err := c.ticker.AcquireTick(ctx, TickRequest{Request: req, Tick: t.tick, RecordLife: t.life})
 	if err == nil && res.Claimed && !res.Acquired {
 		return AcquireResult{}, &tickClaimedError{tick: t.tick, last: res.LastTick}
 	}

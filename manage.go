@@ -44,7 +44,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 }
 
 // inspect asks inspector about key, with the Client's namespace and errors.
-func (c *Client) inspect(ctx context.Context, inspector LockInspector, key string) (LockInfo, error) {
+func (c *Client) inspect(ctx context.Context, inspector driver.Inspector, key string) (LockInfo, error) {
 	start := time.Now()
 	info, err := inspector.InspectLock(ctx, c.cfg.namespace, key)
 	switch {
@@ -59,12 +59,12 @@ func (c *Client) inspect(ctx context.Context, inspector LockInspector, key strin
 
 // inspector checks the arguments of a call by key and returns the
 // backend's LockInspector, or an error naming what is missing.
-func (c *Client) inspector(op, key string) (LockInspector, error) {
+func (c *Client) inspector(op, key string) (driver.Inspector, error) {
 	if err := c.checkKey(op, key); err != nil {
 		return nil, err
 	}
-	inspector, ok := c.backend.(LockInspector)
-	if !ok {
+	inspector := c.holdsOf
+	if inspector == nil {
 		return nil, lockError(op, key, fmt.Errorf("%w: %T does not implement LockInspector", ErrUnsupported, c.backend))
 	}
 	return inspector, nil
@@ -290,21 +290,18 @@ func (c *Client) ForceRelease(ctx context.Context, key, reason string, kinds ...
 // ForceRelease, and reports whether it was live. A hold that lapsed or was
 // released since it was seen is simply not found: that is what we want.
 func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, reason string) (bool, error) {
-	var ops holdOps // nil: the plain lock
-	switch h.Kind {
-	case KindSemaphore:
-		if c.prims.sem == nil {
+	if !c.store.Supports(h.Kind) {
+		switch h.Kind {
+		case KindSemaphore:
 			return false, lockError("force release", key, fmt.Errorf("%w: a permit, but %T does not implement SemaphoreBackend", ErrUnsupported, c.backend))
-		}
-		ops = c.prims.sem
-	case KindRead, KindWrite:
-		if c.prims.rw == nil {
+		case KindRead, KindWrite:
 			return false, lockError("force release", key, fmt.Errorf("%w: a read-write hold, but %T does not implement RWLockBackend", ErrUnsupported, c.backend))
 		}
-		ops = c.prims.rw
+		return false, lockError("force release", key, fmt.Errorf("%w: a %v hold", ErrUnsupported, h.Kind))
 	}
 	ref := c.ref(key, h.Token)
-	res, err := c.sendReleaseOps(ctx, ops, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
+	ref.Kind = h.Kind
+	res, err := c.sendRelease(ctx, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {
@@ -313,7 +310,7 @@ func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, r
 	if err != nil || !res.Held {
 		return false, err
 	}
-	if ops == nil && res.Remaining == 0 && !res.Yielded {
+	if h.Kind == KindLock && res.Remaining == 0 && !res.Yielded {
 		c.queues.released(key)
 	}
 	return true, nil

@@ -134,10 +134,15 @@ type acquireConfig struct {
 	maxHold        time.Duration // WithMaxHold (maxhold.go); 0: no bound
 	maxHoldSet     bool
 	fair           bool // WithFairness: wait in the server's line (fair.go)
-	// prim is the primitive whose hold the call takes (a semaphore permit,
-	// a read or write hold; hold.go); nil for the plain lock.
-	prim *primitive
-	kind Kind // prim's kind of hold, for Hooks (observer.go)
+	// kind is the kind of hold the call takes: the plain lock, a semaphore
+	// permit, a read or write hold (semaphore.go, rwlock.go).
+	kind Kind
+	// keepAlive, when positive, is how often a waiter must attempt at the
+	// least, because each attempt renews something on the store that
+	// lapses otherwise (a writer's intent, a reader's place). Such a waiter
+	// also releases its token when it gives up, to withdraw what it
+	// registered.
+	keepAlive time.Duration
 	// notify makes the acquisition and every release of the hold wake the
 	// backend's watchers (AcquireRequest.Notify, ReleaseRequest.Notify):
 	// Campaign's, for Observe.

@@ -40,9 +40,8 @@ const RWPlaceLease = driver.PlaceLease
 // A read-write lock is apart from the plain lock and the semaphore of the
 // same name: they never block each other.
 type RWLock struct {
-	c           *Client
-	name        string
-	read, write *primitive // nil when the backend has no read-write locks
+	c    *Client
+	name string
 }
 
 // RWLock returns the read-write lock called name. It does not contact the
@@ -50,27 +49,7 @@ type RWLock struct {
 // RWLockBackend make every acquire fail, with an error matching
 // ErrInvalidArgument or ErrUnsupported.
 func (c *Client) RWLock(name string) *RWLock {
-	rw := &RWLock{c: c, name: name}
-	if c == nil || c.prims.rw == nil {
-		return rw
-	}
-	ops := c.prims.rw
-	mode := func(write bool) *primitive {
-		return &primitive{
-			ops: ops,
-			acquire: func(ctx context.Context, req AcquireRequest, single bool) (AcquireResult, error) {
-				r := RWRequest{Request: req, Write: write}
-				if !single {
-					r.Place = RWPlaceLease
-				}
-				return ops.b.AcquireRW(ctx, r)
-			},
-			watch:     ops.b.WatchRW,
-			keepAlive: RWPlaceLease / 3,
-		}
-	}
-	rw.read, rw.write = mode(false), mode(true)
-	return rw
+	return &RWLock{c: c, name: name}
 }
 
 // Name returns the lock's name, without namespace.
@@ -80,7 +59,7 @@ func (rw *RWLock) Name() string { return rw.name }
 // It returns an error matching ErrNotAcquired when a writer holds the lock
 // or waits for it, and otherwise behaves as Client.TryAcquire.
 func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.read, KindRead, true)
+	return rw.acquire(ctx, ttl, opts, KindRead, true)
 }
 
 // AcquireRead takes a read hold with a lease of ttl, waiting while a writer
@@ -89,7 +68,7 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ..
 // before the next writer; it withdraws the place when it gives up. The
 // options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.read, KindRead, false)
+	return rw.acquire(ctx, ttl, opts, KindRead, false)
 }
 
 // TryAcquireWrite makes one attempt to take the write hold with a lease of
@@ -97,7 +76,7 @@ func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...Ac
 // (or readers admitted after the last writer have yet to come), and
 // registers no intent.
 func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.write, KindWrite, true)
+	return rw.acquire(ctx, ttl, opts, KindWrite, true)
 }
 
 // AcquireWrite takes the write hold with a lease of ttl, waiting until no
@@ -105,37 +84,21 @@ func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts .
 // readers out (see RWPlaceLease); it withdraws the intent when it gives up.
 // The options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.write, KindWrite, false)
+	return rw.acquire(ctx, ttl, opts, KindWrite, false)
 }
 
-// acquire is the body of the four acquire methods; prim is the read or
-// the write hold's, and kind says which.
-func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []AcquireOption, prim *primitive, kind Kind, single bool) (*Lock, error) {
+// acquire is the body of the four acquire methods; kind says whether it
+// takes a read or the write hold.
+func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []AcquireOption, kind Kind, single bool) (*Lock, error) {
 	if rw == nil || rw.c == nil {
 		return nil, errNilClient
 	}
 	check := func() error {
-		if prim == nil {
+		if !rw.c.store.Supports(kind) {
 			return lockError("acquire", rw.name, fmt.Errorf(
 				"%w: read-write locks need a backend that implements fencelock.RWLockBackend; %T does not", ErrUnsupported, rw.c.backend))
 		}
 		return nil
 	}
-	return rw.c.acquireHold(ctx, rw.name, ttl, opts, check, prim, kind, single)
-}
-
-// rwOps keep read and write holds (holdOps). One per Client, so that the
-// renewals of every read-write lock's holds go in one batch.
-type rwOps struct{ b RWLockBackend }
-
-func (o *rwOps) renew(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error) {
-	return o.b.RenewRW(ctx, reqs)
-}
-
-func (o *rwOps) release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
-	return o.b.ReleaseRW(ctx, req)
-}
-
-func (o *rwOps) ttl(ctx context.Context, ref LockRef) (time.Duration, error) {
-	return o.b.RWTTL(ctx, ref)
+	return rw.c.acquireHold(ctx, rw.name, ttl, opts, check, kind, 0, single)
 }

@@ -29,7 +29,6 @@ type Semaphore struct {
 	c       *Client
 	name    string
 	permits int
-	prim    *primitive // nil when the backend has no semaphores
 }
 
 // Semaphore returns the semaphore called name with permits permits. It does
@@ -37,19 +36,7 @@ type Semaphore struct {
 // does not implement SemaphoreBackend make every acquire fail, with an
 // error matching ErrInvalidArgument or ErrUnsupported.
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
-	s := &Semaphore{c: c, name: name, permits: permits}
-	if c == nil || c.prims.sem == nil {
-		return s
-	}
-	ops := c.prims.sem
-	s.prim = &primitive{
-		ops: ops,
-		acquire: func(ctx context.Context, req AcquireRequest, _ bool) (AcquireResult, error) {
-			return ops.b.AcquirePermit(ctx, PermitRequest{Request: req, Permits: permits})
-		},
-		watch: ops.b.WatchPermits,
-	}
-	return s
+	return &Semaphore{c: c, name: name, permits: permits}
 }
 
 // Name returns the semaphore's name, without namespace.
@@ -65,7 +52,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...A
 	if s == nil || s.c == nil {
 		return nil, errNilClient
 	}
-	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, KindSemaphore, true)
+	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, KindSemaphore, s.permits, true)
 }
 
 // Acquire takes a permit with a lease of ttl, waiting while Permits permits
@@ -77,7 +64,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Acqu
 	if s == nil || s.c == nil {
 		return nil, errNilClient
 	}
-	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, KindSemaphore, false)
+	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, KindSemaphore, s.permits, false)
 }
 
 // check refuses a bad count, and a backend without semaphores.
@@ -85,35 +72,19 @@ func (s *Semaphore) check() error {
 	if s.permits < 1 {
 		return invalid("semaphore permits", s.permits, "must be at least 1")
 	}
-	if s.prim == nil {
+	if !s.c.store.Supports(KindSemaphore) {
 		return lockError("acquire", s.name, fmt.Errorf(
 			"%w: semaphores need a backend that implements fencelock.SemaphoreBackend; %T does not", ErrUnsupported, s.c.backend))
 	}
 	return nil
 }
 
-// semaphoreOps keep permits (holdOps). One per Client, so that renewals of
-// the permits of every semaphore go in one batch.
-type semaphoreOps struct{ b SemaphoreBackend }
-
-func (o *semaphoreOps) renew(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error) {
-	return o.b.RenewPermits(ctx, reqs)
-}
-
-func (o *semaphoreOps) release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
-	return o.b.ReleasePermit(ctx, req)
-}
-
-func (o *semaphoreOps) ttl(ctx context.Context, ref LockRef) (time.Duration, error) {
-	return o.b.PermitTTL(ctx, ref)
-}
-
-// acquireHold takes a hold of prim named key: the shared body of the
-// acquire methods of Semaphore and RWLock. check validates what is the
-// primitive's own (it runs after the arguments every acquire has); kind
-// is the hold's, for Hooks.
+// acquireHold takes a hold of kind named key (a semaphore's permit, out of
+// permits; a read or write hold): the shared body of the acquire methods of
+// Semaphore and RWLock. check validates what is the primitive's own (it
+// runs after the arguments every acquire has).
 func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption,
-	check func() error, prim *primitive, kind Kind, single bool) (*Lock, error) {
+	check func() error, kind Kind, permits int, single bool) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -131,29 +102,15 @@ func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration,
 	if single {
 		cfg.wait, cfg.waitSet = 0, true
 	}
-	cfg.prim, cfg.kind = prim, kind
+	cfg.kind = kind
+	if kind == KindRead || kind == KindWrite {
+		cfg.keepAlive = RWPlaceLease / 3 // each attempt renews the waiter's intent or place
+	}
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
 		return nil, c.refused(ctx, key, kind, err)
 	}
 	req.Owner = req.Token // not re-entrant, whatever WithOwner says
+	req.Kind, req.Permits = kind, permits
 	return c.acquireWaiting(ctx, req, cfg)
-}
-
-// primitives are the Client's calls for the holds of primitives other than
-// the plain lock, nil where the backend lacks them. Made once per Client.
-type primitives struct {
-	sem *semaphoreOps
-	rw  *rwOps
-}
-
-func newPrimitives(b Backend) primitives {
-	var p primitives
-	if sb, ok := b.(SemaphoreBackend); ok {
-		p.sem = &semaphoreOps{sb}
-	}
-	if rb, ok := b.(RWLockBackend); ok {
-		p.rw = &rwOps{rb}
-	}
-	return p
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/driver/drivertest"
-	"github.com/fencelock/fencelock/internal/adapt"
 	"github.com/fencelock/fencelock/internal/memorybackend"
 )
 
@@ -14,6 +13,6 @@ func TestDriver(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) driver.Store {
 		b := memorybackend.New()
 		t.Cleanup(func() { b.Close() })
-		return adapt.Store(b)
+		return b
 	})
 }

@@ -95,7 +95,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration) 
 		}
 		owner = o
 	}
-	return AcquireRequest{LockRef: c.ref(key, token), Owner: owner, TTL: ttl, Identity: c.cfg.identity}, nil
+	return AcquireRequest{Ref: c.ref(key, token), Owner: owner, TTL: ttl, Identity: c.cfg.identity}, nil
 }
 
 // noteFence raises the Client's fence floor to fence.
@@ -124,14 +124,15 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	var res AcquireResult
 	var err error
 	switch {
-	case cfg.prim != nil:
-		res, err = cfg.prim.acquire(actx, req, cfg.waitSet && cfg.wait == 0)
 	case cfg.fair:
 		res, err = c.fairAttempt(actx, req, cfg.waitSet && cfg.wait == 0, seq)
 	case cfg.tick != nil:
 		res, err = c.acquireTick(actx, req, cfg.tick)
 	default:
-		res, err = c.backend.Acquire(actx, req)
+		if cfg.keepAlive > 0 && !(cfg.waitSet && cfg.wait == 0) {
+			req.Place = RWPlaceLease // a waiter's intent or place lives while it attempts
+		}
+		res, err = c.store.Acquire(actx, req)
 	}
 	cancel()
 	tooLate := func() error {
@@ -164,13 +165,10 @@ func (c *Client) hold(req AcquireRequest, cfg acquireConfig, res AcquireResult, 
 	}
 	c.noteFence(res.Fence)
 	lk := newLock(c, req, res, cfg.autoRenew, sent, tombstone)
-	lk.kind = cfg.kind
+	lk.kind = req.Kind
 	lk.notify = cfg.notify
-	if cfg.prim != nil {
-		lk.ops = cfg.prim.ops
-	}
 	lk.limitHold(cfg.maxHold)
-	if lk.ops == nil {
+	if lk.kind == KindLock {
 		lk.counted = true
 		c.queues.took(req.Key)
 	}

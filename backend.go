@@ -1,260 +1,104 @@
 package fencelock
 
-import (
-	"context"
-	"time"
-)
+import "github.com/fencelock/fencelock/driver"
 
-// Backend is the store a Client keeps its locks in. The redisbackend package
-// implements it for Redis (single node, Sentinel, Cluster); other stores
-// (a quorum of Redis masters, etcd) implement the same contract, which the
-// fencelocktest package checks.
-//
-// Every method makes one attempt in one round trip (Renew: one per batch) and
-// must be safe for concurrent use. A Backend belongs to one Client: the
-// Client closes it, if it implements io.Closer, when the Client is closed.
-//
-// The contract, for every lock named by Namespace and Key:
-//   - Acquire is atomic: it takes a free lock, or re-enters a lock held by
-//     the same Owner, or leaves the lock unchanged. A new acquisition mints a
-//     fencing token strictly greater than every token minted before for that
-//     lock, in the same atomic step, and greater than the request's
-//     FenceFloor. Re-entry keeps the fence and adds a hold.
-//     Acquire with a Token the lock already holds is a retry: it succeeds,
-//     adds no second hold, and sets that hold's lease to TTL from now, so an
-//     ambiguous timeout can be retried.
-//   - Every hold has a lease of its own. A hold whose lease has ended is
-//     gone, even while other holds of the same owner keep the lock: Renew and
-//     Release of it report it not held, and it is not counted in Holds or
-//     Remaining. The lock is free once no hold's lease is running.
-//   - Release and Renew act only when the lock holds Token: a stale holder
-//     never disturbs a successor. Renew never re-creates a lapsed hold.
-//   - A Release with Tombstone > 0 makes the backend refuse, for that long,
-//     any Acquire with the same Token (Acquired false, nothing changed), also
-//     when the release found nothing to release. The Client asks for it when
-//     an acquire request of that token may still be on its way (its reply was
-//     lost), so that a late copy cannot take a lock nobody waits for.
-//   - Expiry is measured by the store's clock, relative to the request (TTL),
-//     never from the client's wall clock.
-//   - A request is sent at most once: a backend never re-sends a request
-//     after it failed or after the call returned (no hidden retries). A
-//     request that was on the wire when the call gave up may still arrive;
-//     the rules above make that harmless (renewals never re-create, releases
-//     leave tombstones on request). The Client retries on its own terms.
-//
-// Errors: any error other than one matching ErrInvalidArgument or
-// ErrMisconfigured means the store could not be reached or did not answer
-// (the Client reports it as ErrUnavailable); the request may or may not
-// have been applied. A backend returns an error matching ErrMisconfigured
-// when the store refused the client itself, so that retrying cannot help:
-// its credentials (Redis's WRONGPASS and NOAUTH, etcd's authentication
-// failures) or its permissions (Redis's NOPERM, etcd's permission denied);
-// the Client then fails the call at once and retries nothing. Such an
-// error also matches ErrNotSent when the store applied none of the
-// request; a store may refuse part of one after applying the rest, as
-// Redis does for a script's PUBLISH to a channel the user may not use. Two
-// kinds say more: ErrNotSent (certainly not applied) and ErrNotReplicated (applied
-// but acknowledged by too few replicas; for an acquire, the backend has
-// released it again, and returns another error if it could not).
-type Backend interface {
-	// Acquire makes one attempt to take the lock. A lock held by another
-	// owner is not an error: the result has Acquired false.
-	Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error)
+// The contract between a Client and its store is package driver's. The
+// names below are that package's, under the names a Client has always
+// given them.
 
-	// Release gives up the hold identified by req.Token. Result.Held is false
-	// when the lock did not hold the token (expired, taken over, or already
-	// released). When the last hold goes, waiters are woken.
-	Release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
+// Backend is the store a Client keeps its locks in (see driver.Backend).
+type Backend = driver.Backend
 
-	// Renew extends the leases of a batch of holds in one round trip. The
-	// results are in the order of reqs. An error for the whole batch (the
-	// server is unreachable) is returned as err; per-lock errors go in
-	// RenewResult.Err.
-	Renew(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error)
+// ReleaseNotifier is a backend that tells waiters of releases at once (see
+// driver.ReleaseNotifier).
+type ReleaseNotifier = driver.ReleaseNotifier
 
-	// TTL returns the remaining server-side lease of the hold identified by
-	// req.Token, or an error matching ErrNotHeld.
-	TTL(ctx context.Context, req LockRef) (time.Duration, error)
-}
-
-// ReleaseNotifier is implemented by backends that can tell waiters at once
-// that a lock was released (Redis pub/sub). Without it, a Client waits by
-// polling with jittered backoff, bounded by the holder's remaining lease.
-type ReleaseNotifier interface {
-	// WatchReleases registers interest in releases of the named lock. It
-	// returns once the backend is ready to deliver them (or ctx ends, or a
-	// short readiness timeout passes: a notification is a hint, the waiter
-	// keeps its fallback timer). The returned Watch delivers a value on C
-	// after a release (coalesced: one pending value at most) and must be
-	// stopped.
-	//
-	// A backend must notify of a release that frees a lock for which an
-	// acquire was refused since it was taken (the Client's waiters make one
-	// after they start watching); it may skip releases nobody waited for,
-	// as the Redis backend does, and may notify more often.
-	WatchReleases(ctx context.Context, namespace, key string) (*Watch, error)
-}
-
-// ChangeNotifier is implemented by ReleaseNotifier backends that can also
-// tell watchers that a lock was taken (by an acquisition with
-// AcquireRequest.Notify): Observe uses it to learn of a new leader at once,
-// where a release watch alone would leave it to its next look.
-type ChangeNotifier interface {
-	ReleaseNotifier
-	// WatchChanges is WatchReleases whose Watch also delivers a value after
-	// an acquisition with AcquireRequest.Notify takes the lock. A
-	// WatchReleases watch need not deliver those: its waiters would only
-	// wake to find the lock taken.
-	WatchChanges(ctx context.Context, namespace, key string) (*Watch, error)
-}
+// ChangeNotifier is a ReleaseNotifier that also tells of acquisitions (see
+// driver.ChangeNotifier).
+type ChangeNotifier = driver.ChangeNotifier
 
 // Watch is a registration for release (or change) notifications of one
-// lock, made by a ReleaseNotifier (or ChangeNotifier).
-type Watch struct {
-	// C receives a value after the watched lock is released (and, for a
-	// ChangeNotifier's WatchChanges, after an acquisition with
-	// AcquireRequest.Notify takes it), or when the notifier may have missed
-	// a notification (reconnection). It is never closed.
-	C <-chan struct{}
-	// stop unregisters the watch; set by the notifier.
-	stop func()
-	// takeGrant returns and forgets a grant announced to the watching
-	// waiter (FairGranter); nil for a watch that never carries grants.
-	takeGrant func() (Grant, bool)
-}
+// lock (see driver.Watch).
+type Watch = driver.Watch
 
-// NewWatch is for ReleaseNotifier implementations: it makes a Watch that
-// delivers on c and calls stop (once) when the watch is stopped.
-func NewWatch(c <-chan struct{}, stop func()) *Watch { return &Watch{C: c, stop: stop} }
+// NewWatch makes a Watch that delivers on c and calls stop (once) when the
+// watch is stopped (see driver.NewWatch).
+func NewWatch(c <-chan struct{}, stop func()) *Watch { return driver.NewWatch(c, stop) }
 
-// NewGrantWatch is NewWatch for a FairGranter's WatchTurn: take returns,
-// and forgets, the grant announced to the waiter since the last call (a
-// value is also sent on c when one is announced).
+// NewGrantWatch is NewWatch for a FairGranter's WatchTurn (see
+// driver.NewGrantWatch).
 func NewGrantWatch(c <-chan struct{}, stop func(), take func() (Grant, bool)) *Watch {
-	return &Watch{C: c, stop: stop, takeGrant: take}
+	return driver.NewGrantWatch(c, stop, take)
 }
 
-// TakeGrant returns, and forgets, the grant a release made to the watching
-// fair waiter (see FairGranter); ok is false when there is none.
-func (w *Watch) TakeGrant() (g Grant, ok bool) {
-	if w == nil || w.takeGrant == nil {
-		return Grant{}, false
-	}
-	return w.takeGrant()
-}
+// LockRef names one hold of a lock (see driver.LockRef).
+type LockRef = driver.LockRef
 
-// Stop unregisters the watch. It is safe to call more than once.
-func (w *Watch) Stop() {
-	if w.stop != nil {
-		w.stop()
-		w.stop = nil
-	}
-}
+// AcquireRequest is one acquire attempt (see driver.AcquireRequest).
+type AcquireRequest = driver.AcquireRequest
 
-// LockRef names one hold of a lock.
-type LockRef struct {
-	Namespace string // prefix of every key of the lock (Client's WithNamespace)
-	Key       string // the lock's name as the user gave it
-	Token     string // the random owner token of this acquisition
-}
+// AcquireResult is the outcome of one acquire attempt (see
+// driver.AcquireResult).
+type AcquireResult = driver.AcquireResult
 
-// AcquireRequest is one acquire attempt.
-type AcquireRequest struct {
-	LockRef
-	// Owner identifies the holder for reentrancy: an acquire by the same Owner
-	// re-enters. Without WithOwner it equals Token, so nothing re-enters.
-	Owner string
-	// TTL is the lease, counted by the store from when it handles the request.
-	TTL time.Duration
-	// FenceFloor is the largest fencing token the Client has seen (for any
-	// key). A new acquisition's fence must be greater than it too, so that
-	// fences never go back even when the store forgot the last one (a
-	// promoted replica that missed it, a restart without persistence).
-	FenceFloor int64
-	// Identity is the Client's WithIdentity: who holds the lock, for
-	// operators (host:pid, a pod name), "" when not set. A backend that
-	// records it stores it with a lock this request takes while free,
-	// keeps it on re-entry, and returns it in LockInfo.Identity; it has no
-	// part in ownership. Backends that do not record it ignore it.
-	Identity string
-	// Notify asks a ChangeNotifier backend to wake the lock's change
-	// watchers when this request takes the lock (not on re-entry): others
-	// watch the lock without waiting for it (Observe watches an election,
-	// and learns of a new leader at once). Campaign sets it. Other backends
-	// ignore it.
-	Notify bool
-}
+// ReleaseRequest gives up one hold (see driver.ReleaseRequest).
+type ReleaseRequest = driver.ReleaseRequest
 
-// AcquireResult is the outcome of one acquire attempt.
-type AcquireResult struct {
-	Acquired bool
-	// Fence is the fencing token of the holding acquisition: new on a fresh
-	// acquire, the existing one on re-entry or retry. Zero when not acquired.
-	Fence int64
-	// Holds is the lock's hold count after this attempt (1 unless re-entered).
-	Holds int
-	// HolderTTL is the current holder's remaining lease when not acquired
-	// (zero if unknown or the lock has no expiry). Waiters use it to bound
-	// their fallback timer.
-	HolderTTL time.Duration
-	// Validity, when positive, is the lease the backend guarantees in place
-	// of TTL, counted from before the request was sent; the Client's local
-	// deadline is then based on it. A backend whose lease is not exactly
-	// TTL says so here: shorter (a quorum of servers whose clocks drift, as
-	// in the redlock package) or longer (a store that rounds leases up).
-	// Zero means TTL.
-	Validity time.Duration
-}
+// ReleaseResult is the outcome of a release (see driver.ReleaseResult).
+type ReleaseResult = driver.ReleaseResult
 
-// ReleaseRequest gives up one hold.
-type ReleaseRequest struct {
-	LockRef
-	// Tombstone, when positive, is how long the backend must refuse an
-	// Acquire with this Token after the release, whether or not the release
-	// found the hold: an acquire request of the token whose reply was lost
-	// may still arrive, and must not take the lock for nobody.
-	Tombstone time.Duration
-	// Notify asks a ReleaseNotifier backend to wake the watchers of the
-	// lock's releases when this release frees the lock (or hands it on),
-	// even if no acquire was refused while it was held: others watch the
-	// hold without waiting for it (Observe watches an election's leader,
-	// and learns of a resignation at once). Other backends ignore it.
-	Notify bool
-}
+// RenewRequest extends one hold's lease (see driver.RenewRequest).
+type RenewRequest = driver.RenewRequest
 
-// ReleaseResult is the outcome of a release.
-type ReleaseResult struct {
-	// Held reports whether the lock held the token (and so was released).
-	Held bool
-	// Remaining is the number of holds left (re-entrant locks); 0 means the
-	// lock was deleted.
-	Remaining int
-	// Yielded reports that the release freed the lock for another process
-	// whose turn it was, and woke it alone: the store lines up the
-	// processes that wait for a lock, and put the releasing one, which has
-	// waiters too, behind the others. The Client then leaves its waiters
-	// asleep until a notification wakes them, rather than letting the
-	// next one try at once and take the lock from the process woken for
-	// it. Backends without such a line leave it false.
-	Yielded bool
-}
+// RenewResult is the outcome of renewing one hold (see driver.RenewResult).
+type RenewResult = driver.RenewResult
 
-// RenewRequest extends one hold's lease.
-type RenewRequest struct {
-	LockRef
-	TTL time.Duration
-}
+// Checker is a backend that can check, before any lock is taken, that it
+// can serve a Client (see driver.Checker).
+type Checker = driver.Checker
 
-// RenewResult is the outcome of renewing one hold.
-type RenewResult struct {
-	// Held reports whether the lock still held the token and was extended.
-	// False means the hold is gone: the caller has lost the lock.
-	Held bool
-	// Err is a per-lock failure that says nothing about ownership (the
-	// caller retries). Held is meaningless when Err is set.
-	Err error
-	// Validity, when positive, is the lease the renewal guarantees in place
-	// of the request's TTL, counted from before it was sent (see
-	// AcquireResult.Validity). Zero means TTL.
-	Validity time.Duration
-}
+// FairBackend is a backend that keeps a line of waiters for each lock, for
+// WithFairness (see driver.FairBackend).
+type FairBackend = driver.FairBackend
+
+// FairGranter is a FairBackend whose release hands the free lock to the
+// first waiter in line (see driver.FairGranter).
+type FairGranter = driver.FairGranter
+
+// Grant is a lock a release handed to a fair waiter (see driver.Grant).
+type Grant = driver.Grant
+
+// HandOffBackend is a backend whose release can hand the lock it frees to
+// another acquire request in the same step (see driver.HandOffBackend).
+type HandOffBackend = driver.HandOffBackend
+
+// JobTickBackend is a backend that keeps, for each job, a record of the
+// last tick claimed, for RunJob (see driver.JobTickBackend).
+type JobTickBackend = driver.JobTickBackend
+
+// TickRequest is one attempt to take a job's lock for a run of one tick
+// (see driver.TickRequest).
+type TickRequest = driver.TickRequest
+
+// TickResult is the outcome of one AcquireTick (see driver.TickResult).
+type TickResult = driver.TickResult
+
+// LockInspector is a backend that can report the state of any lock by its
+// name, for Inspect and ForceRelease (see driver.LockInspector).
+type LockInspector = driver.LockInspector
+
+// SemaphoreBackend is a backend that keeps semaphores (see
+// driver.SemaphoreBackend).
+type SemaphoreBackend = driver.SemaphoreBackend
+
+// PermitRequest is one attempt to take a permit of a semaphore (see
+// driver.PermitRequest).
+type PermitRequest = driver.PermitRequest
+
+// RWLockBackend is a backend that keeps read-write locks (see
+// driver.RWLockBackend).
+type RWLockBackend = driver.RWLockBackend
+
+// RWRequest is one attempt to take a read-write lock (see
+// driver.RWRequest).
+type RWRequest = driver.RWRequest

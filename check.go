@@ -7,16 +7,6 @@ import (
 	"time"
 )
 
-// Checker is implemented by backends that can check, before any lock is
-// taken, that they can serve a Client: that its namespace makes valid names
-// for them and that the store is reachable and can run what they need. The
-// Redis backend implements it.
-type Checker interface {
-	// Check reports a namespace the backend cannot use (an error matching
-	// ErrInvalidArgument) or a store it cannot use (any other error).
-	Check(ctx context.Context, namespace string) error
-}
-
 // Check reports, at start-up rather than at the first lock, a Client that
 // cannot work: an invalid option (WithSafetyMargin, WithIdentity), a namespace the
 // backend cannot use (the Redis backend refuses braces, which would break
@@ -48,11 +38,7 @@ func (c *Client) Check(ctx context.Context) error {
 	if c.closed() {
 		return fmt.Errorf("fencelock: check: %w", ErrClosed)
 	}
-	checker, ok := c.backend.(Checker)
-	if !ok {
-		return nil
-	}
-	if err := checker.Check(ctx, c.cfg.namespace); err != nil {
+	if err := c.store.Check(ctx, c.cfg.namespace); err != nil {
 		if errors.Is(err, ErrInvalidArgument) {
 			return err
 		}

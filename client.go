@@ -9,23 +9,30 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/internal/adapt"
 )
 
-// Client acquires locks through a Backend. It is safe for concurrent use;
+// Client acquires locks through a Backend (a driver.Store, or a Backend and
+// its capability interfaces, which the Client maps onto one). It is safe for concurrent use;
 // make one per process (or per backend) and share it. Close it when done: it
 // ends waits, releases the locks it still holds and stops its goroutines.
 type Client struct {
-	backend  Backend
-	notifier ReleaseNotifier // nil when the backend has no release notifications
-	fair     FairBackend     // nil when the backend keeps no line of waiters (WithFairness)
-	granter  FairGranter     // nil when its releases do not hand the lock to fair waiters
-	handOff  HandOffBackend  // nil when its releases cannot hand the lock to a waiter
-	jobTicks JobTickBackend  // nil when it keeps no record of job ticks (RunJob then refuses)
-	plain    holdOps         // the plain lock's calls: plainOps of backend, boxed once
-	prims    primitives      // the calls of semaphores and read-write locks (hold.go)
-	cfg      clientConfig
-	log      *slog.Logger
-	hooks    Hooks // WithHooks, merged (observer.go); nil fields are skipped
+	backend  Backend          // as given to New: closed by Close, named in errors
+	store    driver.Store     // every request goes to it
+	notify   driver.Notifier  // nil when the store has no notifications
+	lines    driver.Lines     // nil when it keeps no line of waiters and hands nothing over
+	holdsOf  driver.Inspector // nil when it cannot report a name's holds
+	ticker   driver.Ticker    // nil when it keeps no record of job ticks (RunJob then refuses)
+	inLine   bool             // lines keeps a line of waiters (WithFairness)
+	handsOff bool             // lines' HandOff may hand a lock over
+	// noHandOff is set when the store answered a hand-off with
+	// ErrUnsupported: later releases of this Client offer it nothing.
+	noHandOff atomic.Bool
+	cfg       clientConfig
+	log       *slog.Logger
+	hooks     Hooks // WithHooks, merged (observer.go); nil fields are skipped
 
 	// closeCtx is cancelled, with cause ErrClosed, by Close. Waits and
 	// acquire attempts in progress watch it so that Close ends them at once.
@@ -56,13 +63,10 @@ func New(b Backend, opts ...Option) *Client {
 			opt(&cfg)
 		}
 	}
-	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks), plain: plainOps{b}}
-	c.notifier, _ = b.(ReleaseNotifier)
-	c.fair, _ = b.(FairBackend)
-	c.granter, _ = b.(FairGranter)
-	c.handOff, _ = b.(HandOffBackend)
-	c.jobTicks, _ = b.(JobTickBackend)
-	c.prims = newPrimitives(b)
+	caps := adapt.Of(b)
+	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks),
+		store: caps.Store, notify: caps.Notifier, lines: caps.Lines, holdsOf: caps.Inspector,
+		ticker: caps.Ticker, inLine: caps.InLine, handsOff: caps.HandsOff}
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.init()
 	c.leases = newLeaseKeeper(c)

@@ -2,8 +2,11 @@ package fencelock
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Leader election, built on the lock: the leader is whoever holds the lock
@@ -155,15 +158,20 @@ var maxObserveWait = time.Second
 // ChangeNotifier backend (acquisitions reports that), its releases alone
 // with a ReleaseNotifier.
 func (c *Client) watchChanges(ctx context.Context, key string) (w *Watch, acquisitions bool, err error) {
-	if cn, ok := c.backend.(ChangeNotifier); ok {
-		w, err = cn.WatchChanges(ctx, c.cfg.namespace, key)
+	if c.notify == nil {
+		return nil, false, ErrUnsupported
+	}
+	req := driver.WatchRequest{Ref: c.ref(key, ""), Changes: true}
+	w, err = c.notify.Watch(ctx, req)
+	if !errors.Is(err, ErrUnsupported) {
 		return w, err == nil, err
 	}
-	if c.notifier != nil {
-		w, err = c.notifier.WatchReleases(ctx, c.cfg.namespace, key)
-		return w, false, err
+	req.Changes = false // releases alone
+	w, err = c.notify.Watch(ctx, req)
+	if errors.Is(err, ErrUnsupported) {
+		return nil, false, ErrUnsupported
 	}
-	return nil, false, ErrUnsupported
+	return w, false, err
 }
 
 // Observe returns the leaders of the election as they change: the current

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Sentinel errors. Match them with errors.Is; the errors fencelock returns
@@ -36,24 +38,24 @@ var (
 	// matches ErrLost too), and a release refused so is not retried in the
 	// background (the lease lapses on the server). Fix the configuration;
 	// Check reports it at start-up.
-	ErrMisconfigured = errors.New("fencelock: backend refused the client's configuration")
+	ErrMisconfigured = driver.ErrMisconfigured
 
 	// ErrNotReplicated means an acquire or renewal reached the store but too
 	// few replicas acknowledged it in time (redisbackend.WithReplicaAck): a
 	// failover could lose it, so it does not count. An acquire is released
 	// again by the backend; its error also matches ErrNotAcquired. A renewal
 	// that is not replicated leaves the lease's local deadline where it was.
-	ErrNotReplicated = errors.New("fencelock: not acknowledged by enough replicas")
+	ErrNotReplicated = driver.ErrNotReplicated
 
 	// ErrNotSent is for Backend implementations: wrap it in the error of a
 	// request that was certainly not sent (no connection could be made), so
 	// that the Client knows it left nothing behind to clean up. Any other
 	// error is taken to mean the request may have been applied.
-	ErrNotSent = errors.New("fencelock: request not sent")
+	ErrNotSent = driver.ErrNotSent
 
 	// ErrNotHeld means the server no longer holds the lock for this owner
 	// token: it expired, was released, or was taken over.
-	ErrNotHeld = errors.New("fencelock: lock not held")
+	ErrNotHeld = driver.ErrNotHeld
 
 	// ErrLost is the Err of a lock whose ownership ended without a Release:
 	// renewal found it gone, or its local lease deadline passed without a
@@ -69,42 +71,17 @@ var (
 	ErrClosed = errors.New("fencelock: client closed")
 
 	// ErrInvalidArgument is matched by every *InvalidArgumentError.
-	ErrInvalidArgument = errors.New("fencelock: invalid argument")
+	ErrInvalidArgument = driver.ErrInvalidArgument
 
 	// ErrUnsupported means the Client's backend lacks a capability the call
 	// needs (such as the line of waiters of WithFairness); the error names
 	// it. The package documentation lists which backend supports what.
-	ErrUnsupported = errors.New("fencelock: not supported by the backend")
+	ErrUnsupported = driver.ErrUnsupported
 )
 
 // InvalidArgumentError reports a bad argument by name and value. It matches
 // ErrInvalidArgument.
-type InvalidArgumentError struct {
-	Name   string // the argument or option, such as "ttl" or "WithAutoRenew interval"
-	Value  any    // the value given
-	Reason string // what a valid value looks like
-}
-
-// Error describes the bad argument, its value and what is expected.
-func (e *InvalidArgumentError) Error() string {
-	return fmt.Sprintf("fencelock: invalid %s %s: %s", e.Name, formatValue(e.Value), e.Reason)
-}
-
-// Is reports whether target is ErrInvalidArgument.
-func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
-
-func formatValue(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "nil"
-	case string:
-		return fmt.Sprintf("%q", v)
-	case time.Duration:
-		return v.String()
-	default:
-		return fmt.Sprint(v)
-	}
-}
+type InvalidArgumentError = driver.InvalidArgumentError
 
 func invalid(name string, value any, reason string) error {
 	return &InvalidArgumentError{Name: name, Value: value, Reason: reason}

@@ -210,9 +210,9 @@ func TestRWKilledWriterTiming(t *testing.T) {
 				t.Cleanup(func() { other.Close() })
 				ctx := context.Background()
 				const lease = 2 * time.Second
-				w, err := b.AcquireRW(ctx, fencelock.RWRequest{Write: true, AcquireRequest: fencelock.AcquireRequest{
-					LockRef: fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "doc", Token: "killed-writer"},
-					Owner:   "killed-writer", TTL: lease}})
+				w, err := b.AcquireRW(ctx, fencelock.RWRequest{Write: true, Request: fencelock.AcquireRequest{
+					Ref:   fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "doc", Token: "killed-writer"},
+					Owner: "killed-writer", TTL: lease}})
 				if err != nil || !w.Acquired {
 					t.Fatalf("the writer's hold: %+v, %v", w, err)
 				}

@@ -109,7 +109,7 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 	if err := job.validate(scheduled, fn); err != nil {
 		return false, err
 	}
-	if c.jobTicks == nil {
+	if c.ticker == nil {
 		return false, lockError("run job", job.Name, fmt.Errorf(
 			"%w: jobs need a backend that implements fencelock.JobTickBackend (a record of the last tick claimed); %T does not", ErrUnsupported, c.backend))
 	}

@@ -7,71 +7,6 @@ import (
 	"time"
 )
 
-// JobTickBackend is implemented by backends that keep, for each job, a
-// record of the last tick claimed, written in the same atomic step as the
-// acquisition of a run (Client.RunJob). The lock alone cannot promise one
-// run per tick: once a run's hold is gone, a late instance would find the
-// job free and run the tick again. The record can: a tick it names, or any
-// earlier one, is not run again while it lives. The Redis, Redlock, etcd
-// and memory backends implement it; with a backend that lacks it, RunJob
-// fails with an error matching ErrUnsupported. fencelocktest checks it.
-//
-// The record belongs to the lock named by Namespace and Key (one record
-// per job, not per tick): it names a tick and the Token of the
-// acquisition that claimed it, and lapses RecordLife after the step that
-// wrote it. Ticks are compared as byte strings: a later tick is greater.
-//
-// AcquireTick is one atomic step:
-//   - A Token with a tombstone (ReleaseRequest.Tombstone) is refused as by
-//     Acquire: Acquired and Claimed false, nothing changed.
-//   - A record that names Tick or a later tick refuses the attempt:
-//     Claimed true, with the record's tick and token in LastTick and
-//     LastToken, and nothing changed (no hold, and the lock is not marked
-//     as waited for). The one exception is a record of this very claim
-//     (Tick by this Token): its acquire's reply was lost, and no run began
-//     under it, so the attempt goes on as below (a retry).
-//   - Otherwise it is Acquire of req.AcquireRequest, with every rule of
-//     Acquire: a free lock is taken with a new fence (above every fence
-//     minted for the lock and above FenceFloor), a Token that holds a live
-//     hold is a retry (the same fence, no second hold, the lease TTL from
-//     now), the same Owner re-enters, and a lock held by another owner (an
-//     earlier tick's run) refuses the attempt with the holder's HolderTTL
-//     and is marked as waited for, so that its release notifies waiters
-//     (ReleaseNotifier).
-//   - When, and only when, that takes or keeps a hold (Acquired), the
-//     record is set to Tick and Token, to live RecordLife from now.
-type JobTickBackend interface {
-	// AcquireTick makes one attempt to take the lock for a run of req.Tick
-	// and claim that tick. Like Acquire, a refusal is not an error.
-	AcquireTick(ctx context.Context, req TickRequest) (TickResult, error)
-}
-
-// TickRequest is one attempt to take a job's lock for a run of one tick.
-type TickRequest struct {
-	AcquireRequest
-	// Tick names the tick: not empty, and without a NUL byte. Ticks of a
-	// job compare as byte strings, a later tick greater (the Client writes
-	// the tick's UTC time with a fixed number of digits).
-	Tick string
-	// RecordLife is how long the record of the claim lives, at least (a
-	// backend may round it up): from the step that writes it.
-	RecordLife time.Duration
-}
-
-// TickResult is the outcome of one AcquireTick.
-type TickResult struct {
-	// AcquireResult is the acquisition's result: Acquired with the run's
-	// fence, or a refusal by the holder of the lock (HolderTTL), which is
-	// not Claimed.
-	AcquireResult
-	// Claimed reports that the record names Tick or a later tick (not the
-	// claim of Tick by this Token): the tick is not to run. Acquired is
-	// then false.
-	Claimed bool
-	// LastTick and LastToken are the record's tick and token when Claimed.
-	LastTick, LastToken string
-}
-
 // JobRecordLifeWithoutPeriod is how long, beyond LockAtMost, the record
 // of a Job with no Period keeps its last claimed tick: a week. An instance
 // late by less than that for such a tick skips it. The record is one key
@@ -114,11 +49,11 @@ func claimTick(tick string, life time.Duration) AcquireOption {
 // acquireTick makes one attempt of a RunJob acquisition. A claimed tick
 // ends the attempts: the error is a *tickClaimedError.
 func (c *Client) acquireTick(ctx context.Context, req AcquireRequest, t *tickClaim) (AcquireResult, error) {
-	res, err := c.jobTicks.AcquireTick(ctx, TickRequest{AcquireRequest: req, Tick: t.tick, RecordLife: t.life})
+	res, err := c.ticker.AcquireTick(ctx, TickRequest{Request: req, Tick: t.tick, RecordLife: t.life})
 	if err == nil && res.Claimed && !res.Acquired {
 		return AcquireResult{}, &tickClaimedError{tick: t.tick, last: res.LastTick}
 	}
-	return res.AcquireResult, err
+	return res.Result, err
 }
 
 // tickClaimedError ends a RunJob acquisition whose tick, or a later one,

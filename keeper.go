@@ -210,11 +210,12 @@ func (k *leaseKeeper) remove(l *Lock) {
 // ReleaseToken and ForceRelease, which release a hold by its token and end
 // its *Lock at once when it is here (its waiters would otherwise wait for
 // it to learn of the loss at its next renewal, or its lease deadline).
-// A Lock whose Release has begun is no longer found.
+// A Lock whose Release has begun is no longer found. ref's Kind is not
+// compared: a token names one hold, of whichever kind.
 func (k *leaseKeeper) find(ref LockRef) *Lock {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if l := k.byToken[ref.Token]; l != nil && l.ref == ref {
+	if l := k.byToken[ref.Token]; l != nil && l.ref.Namespace == ref.Namespace && l.ref.Key == ref.Key {
 		return l
 	}
 	return nil
@@ -494,7 +495,7 @@ func (k *leaseKeeper) send(ctx context.Context, locks []*Lock, reqs []RenewReque
 		}
 		k.mu.Unlock()
 	})
-	results, err := k.c.renewHolds(ctx, locks, reqs)
+	results, err := k.c.store.Renew(ctx, reqs)
 	stall.Stop()
 	k.mu.Lock()
 	done = true
@@ -525,7 +526,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 			l.mu.Unlock()
 			continue
 		}
-		reqs = append(reqs, RenewRequest{LockRef: l.ref, TTL: l.ttl})
+		reqs = append(reqs, RenewRequest{Ref: l.ref, TTL: l.ttl})
 		latest = latestOf(latest, l.deadline)
 		timeout = min(timeout, renewTimeout(l.autoRenew))
 		l.mu.Unlock()

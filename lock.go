@@ -22,7 +22,7 @@ import (
 // accepted: that check is what makes a late write harmless.
 type Lock struct {
 	client    *Client
-	ref       LockRef
+	ref       LockRef // with the hold's Kind: every request for it goes to the store with it
 	fence     int64
 	holds     int
 	autoRenew time.Duration // 0: no automatic renewal
@@ -30,14 +30,11 @@ type Lock struct {
 	// (maxhold.go) counts from it, and so does the hold time Hooks report.
 	sent    time.Time
 	maxHold time.Duration // WithMaxHold; 0: no bound
-	// ops are the backend calls that keep this hold (hold.go); nil for a
-	// plain lock.
-	ops holdOps
 	// tombstone is set when an attempt of this acquisition may still reach
 	// the server (its reply was lost): releases then ask the backend to
 	// refuse that late copy, which would otherwise take the lock for nobody.
 	tombstone bool
-	kind      Kind // for Hooks (observer.go)
+	kind      Kind // ref.Kind, for Hooks (observer.go)
 	counted   bool // counted in the Client's waitQueues.held (a plain lock); set before it is shared
 	notify    bool // releases set ReleaseRequest.Notify (Campaign); set before it is shared
 
@@ -71,7 +68,7 @@ func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Du
 	return &Lock{
 		unsettled: unsettled,
 		client:    c,
-		ref:       req.LockRef,
+		ref:       req.Ref,
 		fence:     res.Fence,
 		holds:     res.Holds,
 		autoRenew: autoRenew,
@@ -205,7 +202,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, lockError("ttl", l.ref.Key, fmt.Errorf("%w: %w", ErrNotHeld, err))
 	}
 	start := time.Now()
-	ttl, err := l.holdOps().ttl(ctx, l.ref)
+	ttl, err := l.client.store.TTL(ctx, l.ref)
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		return 0, lockError("ttl", l.ref.Key, err)
@@ -294,7 +291,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrNotSent, err)
 	} else {
-		results, err = l.holdOps().renew(rctx, []RenewRequest{{LockRef: l.ref, TTL: ttl}})
+		results, err = l.client.store.Renew(rctx, []RenewRequest{{Ref: l.ref, TTL: ttl}})
 	}
 	cancel()
 	if err == nil && len(results) != 1 {
@@ -399,7 +396,7 @@ func (l *Lock) loseWith(err error, why LostReason, reason string, release bool) 
 		"token", shortToken(l.ref.Token), "reason", reason)
 	l.noteLost(why)
 	if release || l.tombstone {
-		l.client.releaser.addOps(l.ops, l.releaseRequest(), l.ttl)
+		l.client.releaser.add(l.releaseRequest(), l.ttl)
 	}
 }
 

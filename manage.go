@@ -6,71 +6,21 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Management by key: what a process can learn and do about a lock it holds
 // no *Lock for. Inspect and ForceRelease need a backend that implements
 // LockInspector; ReleaseToken works on every backend.
 
-// LockInspector is implemented by backends that can report the state of any
-// lock by its name (the Redis, memory and etcd backends do). Client.Inspect
-// and Client.ForceRelease need it; with a backend that lacks it they return
-// an error matching ErrUnsupported.
-type LockInspector interface {
-	// InspectLock reads the holds of every kind the backend keeps under
-	// the name given by namespace and key (the plain lock's, and the
-	// permits, read and write holds of the semaphore and the read-write
-	// lock of that name), in one round trip, and changes nothing. A lapsed
-	// hold is not in it.
-	InspectLock(ctx context.Context, namespace, key string) (LockInfo, error)
-}
-
 // LockInfo is the state of one name as the backend sees it: its plain lock
-// (the fields up to LastFence) and the holds of the semaphore and the
-// read-write lock of the same name (Others), which are apart from it.
-type LockInfo struct {
-	// Key is the lock's name, without namespace.
-	Key string
-	// Held reports whether the plain lock has a live hold. The fields below
-	// up to TTL are zero when it has none. AnyHeld also counts Others.
-	Held bool
-	// Owner is the holder: its WithOwner value, or the owner token of its
-	// one hold without WithOwner.
-	Owner string
-	// Identity is what the holder's Client gave WithIdentity (host:pid, a
-	// pod name), "" when it gave none or the backend does not record it.
-	Identity string
-	// Fence is the holder's fencing token.
-	Fence int64
-	// Holds are the plain lock's live holds (one, or more when the owner
-	// re-entered), sorted by token; each has Kind KindLock and the
-	// holder's Fence.
-	Holds []HoldInfo
-	// TTL is the lock's remaining lease (its longest hold's), measured by
-	// the server.
-	TTL time.Duration
-	// LastFence is the last fencing token minted for the key (0 when the
-	// backend has no record of one); the next acquisition gets a larger one.
-	LastFence int64
-	// Others are the live holds of the semaphore (KindSemaphore: one per
-	// permit) and of the read-write lock (KindRead, KindWrite) named Key,
-	// each with its own fence and lease; sorted by kind, then fence (the
-	// order they were taken in). Empty when none is held, or the backend
-	// keeps neither.
-	Others []HoldInfo
-}
+// and the holds of the semaphore and the read-write lock of the same name
+// (see driver.LockInfo).
+type LockInfo = driver.LockInfo
 
-// AnyHeld reports whether any hold of the name is live: the plain lock's,
-// or one of Others.
-func (i LockInfo) AnyHeld() bool { return i.Held || len(i.Others) > 0 }
-
-// HoldInfo is one live hold.
-type HoldInfo struct {
-	Kind  Kind          // what it holds: the plain lock, a permit, a read or the write hold
-	Token string        // the hold's owner token (Lock.Token)
-	Fence int64         // its fencing token (Lock.Fence); a lock's re-entries share the holder's
-	TTL   time.Duration // its remaining lease, measured by the server
-}
+// HoldInfo is one live hold (see driver.HoldInfo).
+type HoldInfo = driver.HoldInfo
 
 // Inspect returns the state of the lock named key: whether it is held, by
 // whom, with which fence, its holds and their remaining leases, and the
@@ -94,7 +44,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 }
 
 // inspect asks inspector about key, with the Client's namespace and errors.
-func (c *Client) inspect(ctx context.Context, inspector LockInspector, key string) (LockInfo, error) {
+func (c *Client) inspect(ctx context.Context, inspector driver.Inspector, key string) (LockInfo, error) {
 	start := time.Now()
 	info, err := inspector.InspectLock(ctx, c.cfg.namespace, key)
 	switch {
@@ -109,12 +59,12 @@ func (c *Client) inspect(ctx context.Context, inspector LockInspector, key strin
 
 // inspector checks the arguments of a call by key and returns the
 // backend's LockInspector, or an error naming what is missing.
-func (c *Client) inspector(op, key string) (LockInspector, error) {
+func (c *Client) inspector(op, key string) (driver.Inspector, error) {
 	if err := c.checkKey(op, key); err != nil {
 		return nil, err
 	}
-	inspector, ok := c.backend.(LockInspector)
-	if !ok {
+	inspector := c.holdsOf
+	if inspector == nil {
 		return nil, lockError(op, key, fmt.Errorf("%w: %T does not implement LockInspector", ErrUnsupported, c.backend))
 	}
 	return inspector, nil
@@ -164,7 +114,7 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 		return 0, invalid("token", token, "must not be empty")
 	}
 	ref := c.ref(key, token)
-	res, err := c.sendRelease(ctx, ReleaseRequest{LockRef: ref}, c.heldUntilHere(ref))
+	res, err := c.sendRelease(ctx, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {
@@ -340,21 +290,18 @@ func (c *Client) ForceRelease(ctx context.Context, key, reason string, kinds ...
 // ForceRelease, and reports whether it was live. A hold that lapsed or was
 // released since it was seen is simply not found: that is what we want.
 func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, reason string) (bool, error) {
-	var ops holdOps // nil: the plain lock
-	switch h.Kind {
-	case KindSemaphore:
-		if c.prims.sem == nil {
+	if !c.store.Supports(h.Kind) {
+		switch h.Kind {
+		case KindSemaphore:
 			return false, lockError("force release", key, fmt.Errorf("%w: a permit, but %T does not implement SemaphoreBackend", ErrUnsupported, c.backend))
-		}
-		ops = c.prims.sem
-	case KindRead, KindWrite:
-		if c.prims.rw == nil {
+		case KindRead, KindWrite:
 			return false, lockError("force release", key, fmt.Errorf("%w: a read-write hold, but %T does not implement RWLockBackend", ErrUnsupported, c.backend))
 		}
-		ops = c.prims.rw
+		return false, lockError("force release", key, fmt.Errorf("%w: a %v hold", ErrUnsupported, h.Kind))
 	}
 	ref := c.ref(key, h.Token)
-	res, err := c.sendReleaseOps(ctx, ops, ReleaseRequest{LockRef: ref}, c.heldUntilHere(ref))
+	ref.Kind = h.Kind
+	res, err := c.sendRelease(ctx, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {
@@ -363,7 +310,7 @@ func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, r
 	if err != nil || !res.Held {
 		return false, err
 	}
-	if ops == nil && res.Remaining == 0 && !res.Yielded {
+	if h.Kind == KindLock && res.Remaining == 0 && !res.Yielded {
 		c.queues.released(key)
 	}
 	return true, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Hooks are functions a Client calls as things happen to its locks, for
@@ -69,31 +71,16 @@ func WithHooks(h Hooks) Option {
 	return func(c *clientConfig) { c.hooks = append(c.hooks, h) }
 }
 
-// Kind is the kind of hold an event is about.
-type Kind uint8
+// Kind is the kind of hold an event is about (see driver.Kind).
+type Kind = driver.Kind
 
 // The kinds of hold.
 const (
-	KindLock      Kind = iota // the plain lock (Client.Acquire, Do, AcquireAll, Campaign, RunJob)
-	KindSemaphore             // a permit of a Semaphore
-	KindRead                  // a read hold of an RWLock
-	KindWrite                 // the write hold of an RWLock
+	KindLock      = driver.KindLock      // the plain lock (Client.Acquire, Do, AcquireAll, Campaign, RunJob)
+	KindSemaphore = driver.KindSemaphore // a permit of a Semaphore
+	KindRead      = driver.KindRead      // a read hold of an RWLock
+	KindWrite     = driver.KindWrite     // the write hold of an RWLock
 )
-
-// String returns "lock", "semaphore", "read" or "write".
-func (k Kind) String() string {
-	switch k {
-	case KindLock:
-		return "lock"
-	case KindSemaphore:
-		return "semaphore"
-	case KindRead:
-		return "read"
-	case KindWrite:
-		return "write"
-	}
-	return "unknown"
-}
 
 // AcquireOutcome says how an acquire call ended.
 type AcquireOutcome uint8

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Option configures a Client.
@@ -28,7 +30,7 @@ const DefaultNamespace = "lock"
 // refused with an error matching ErrInvalidArgument: a lease is meant to end
 // when its holder is gone, and larger values would overflow the millisecond
 // arithmetic of stores such as Redis.
-const MaxTTL = 365 * 24 * time.Hour
+const MaxTTL = driver.MaxTTL
 
 // MinTTL is the shortest lease a lock may have, and the shortest bound
 // WithMaxHold and Job.LockAtMost take. Shorter ones are refused with an
@@ -41,7 +43,7 @@ const MaxTTL = 365 * 24 * time.Hour
 // on a loaded machine whose scheduler stalls a goroutine now and then. A
 // shorter lease would fail such acquires as ErrUnavailable (a 1 ms lease
 // leaves 900 µs), reporting an outage where there is none.
-const MinTTL = 10 * time.Millisecond
+const MinTTL = driver.MinTTL
 
 // DefaultSafetyMargin is the fraction of each lease by which the local lease
 // deadline ends before the earliest moment the server's lease can end, unless
@@ -132,10 +134,15 @@ type acquireConfig struct {
 	maxHold        time.Duration // WithMaxHold (maxhold.go); 0: no bound
 	maxHoldSet     bool
 	fair           bool // WithFairness: wait in the server's line (fair.go)
-	// prim is the primitive whose hold the call takes (a semaphore permit,
-	// a read or write hold; hold.go); nil for the plain lock.
-	prim *primitive
-	kind Kind // prim's kind of hold, for Hooks (observer.go)
+	// kind is the kind of hold the call takes: the plain lock, a semaphore
+	// permit, a read or write hold (semaphore.go, rwlock.go).
+	kind Kind
+	// keepAlive, when positive, is how often a waiter must attempt at the
+	// least, because each attempt renews something on the store that
+	// lapses otherwise (a writer's intent, a reader's place). Such a waiter
+	// also releases its token when it gives up, to withdraw what it
+	// registered.
+	keepAlive time.Duration
 	// notify makes the acquisition and every release of the hold wake the
 	// backend's watchers (AcquireRequest.Notify, ReleaseRequest.Notify):
 	// Campaign's, for Observe.

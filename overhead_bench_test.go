@@ -27,9 +27,9 @@ func BenchmarkClientOverhead(b *testing.B) {
 		ref := fencelock.LockRef{Key: "backend", Token: "token"}
 		for b.Loop() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := be.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref, Owner: ref.Token, TTL: ttl})
+			_, err := be.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: ref.Token, TTL: ttl})
 			if err == nil {
-				_, err = be.Release(ctx, fencelock.ReleaseRequest{LockRef: ref})
+				_, err = be.Release(ctx, fencelock.ReleaseRequest{Ref: ref})
 			}
 			cancel()
 			if err != nil {

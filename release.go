@@ -83,10 +83,10 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		released = fmt.Errorf("%w: %w", ErrReleased, cause)
 	}
 	var offer *place // the waiter of this Client that the release may hand the lock to
-	if l.ops == nil && c.handOff != nil && !c.closed() {
+	if l.kind == KindLock && c.handsOff && !c.noHandOff.Load() && !c.closed() {
 		offer = c.queues.offer(l.ref.Key)
 	}
-	res, err := c.sendReleaseTo(ctx, l.ops, l.releaseRequest(), heldUntil, offer)
+	res, err := c.sendReleaseTo(ctx, l.releaseRequest(), heldUntil, offer)
 	switch {
 	case errors.Is(err, ErrMisconfigured):
 		// A retry would be refused too: the hold lapses on the server.
@@ -98,7 +98,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		l.endReleased(ctx, released)
 		c.log.Warn("fencelock: release not confirmed; retrying in the background",
 			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token), "error", err)
-		c.releaser.addOps(l.ops, l.releaseRequest(), l.ttl)
+		c.releaser.add(l.releaseRequest(), l.ttl)
 		return err
 	case !res.Held:
 		c.log.Warn("fencelock: release skipped: not owner (the lock had expired or was taken over)",
@@ -112,7 +112,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 			l.mu.Unlock()
 		}
 		l.endReleased(ctx, released)
-		if res.Remaining == 0 && l.ops == nil && !res.Yielded {
+		if res.Remaining == 0 && l.kind == KindLock && !res.Yielded {
 			c.queues.released(l.ref.Key)
 		}
 		if c.debugEnabled() {
@@ -125,7 +125,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 
 // releaseRequest is the request that gives up l's hold.
 func (l *Lock) releaseRequest() ReleaseRequest {
-	req := ReleaseRequest{LockRef: l.ref, Notify: l.notify}
+	req := ReleaseRequest{Ref: l.ref, Notify: l.notify}
 	if l.tombstone {
 		req.Tombstone = tombstoneLife
 	}
@@ -139,18 +139,13 @@ func (l *Lock) releaseRequest() ReleaseRequest {
 // reply was lost, means that one was applied, since the lease cannot have
 // ended before heldUntil.
 func (c *Client) sendRelease(ctx context.Context, req ReleaseRequest, heldUntil time.Time) (ReleaseResult, error) {
-	return c.sendReleaseOps(ctx, nil, req, heldUntil)
+	return c.sendReleaseTo(ctx, req, heldUntil, nil)
 }
 
-// sendReleaseOps is sendRelease for a hold kept by ops (nil: a plain lock).
-func (c *Client) sendReleaseOps(ctx context.Context, ops holdOps, req ReleaseRequest, heldUntil time.Time) (ReleaseResult, error) {
-	return c.sendReleaseTo(ctx, ops, req, heldUntil, nil)
-}
-
-// sendReleaseTo is sendReleaseOps whose first request hands the lock, if it
+// sendReleaseTo is sendRelease whose first request hands the lock, if it
 // frees it, to the waiter at offer (nil: none; see releaseHandingOff). A
 // second request only releases.
-func (c *Client) sendReleaseTo(ctx context.Context, ops holdOps, req ReleaseRequest, heldUntil time.Time, offer *place) (ReleaseResult, error) {
+func (c *Client) sendReleaseTo(ctx context.Context, req ReleaseRequest, heldUntil time.Time, offer *place) (ReleaseResult, error) {
 	ctx, cancel := c.detached(ctx)
 	defer cancel()
 	start := time.Now()
@@ -165,7 +160,7 @@ func (c *Client) sendReleaseTo(ctx context.Context, ops holdOps, req ReleaseRequ
 			res, err = c.releaseHandingOff(actx, req, offer)
 			offer = nil
 		} else {
-			res, err = c.opsOr(ops).release(actx, req)
+			res, err = c.store.Release(actx, req)
 		}
 		acancel()
 		if err == nil {
@@ -174,7 +169,7 @@ func (c *Client) sendReleaseTo(ctx context.Context, ops holdOps, req ReleaseRequ
 			}
 			return res, nil
 		}
-		if errors.Is(err, ErrInvalidArgument) {
+		if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrUnsupported) {
 			return res, lockError("release", req.Key, err)
 		}
 		lastErr = err
@@ -216,7 +211,6 @@ type releaser struct {
 // giveUp.
 type pendingRelease struct {
 	req    ReleaseRequest
-	ops    holdOps // the calls of the hold's kind; nil: a plain lock
 	giveUp time.Time
 }
 
@@ -238,11 +232,8 @@ func newReleaser(c *Client) *releaser {
 	return r
 }
 
-// add queues a release of a plain lock's hold with lease ttl.
-func (r *releaser) add(req ReleaseRequest, ttl time.Duration) { r.addOps(nil, req, ttl) }
-
-// addOps queues a release of a hold kept by ops (nil: a plain lock).
-func (r *releaser) addOps(ops holdOps, req ReleaseRequest, ttl time.Duration) {
+// add queues a release of a hold (of req.Kind) with lease ttl.
+func (r *releaser) add(req ReleaseRequest, ttl time.Duration) {
 	giveUp := time.Now().Add(max(2*ttl, time.Minute))
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -257,7 +248,7 @@ func (r *releaser) addOps(ops holdOps, req ReleaseRequest, ttl time.Duration) {
 		r.c.log.Warn("fencelock: too many releases pending; dropped the oldest, whose hold will lapse on the server",
 			"key", dropped.req.Key, "token", shortToken(dropped.req.Token))
 	}
-	r.pending = append(r.pending, pendingRelease{req: req, ops: ops, giveUp: giveUp})
+	r.pending = append(r.pending, pendingRelease{req: req, giveUp: giveUp})
 	if !r.running {
 		r.running = true
 		r.idle = make(chan struct{})
@@ -281,7 +272,7 @@ func (r *releaser) run(idle chan struct{}) {
 		r.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(r.ctx, releaseAttemptTimeout)
-		res, err := r.c.opsOr(p.ops).release(ctx, p.req)
+		res, err := r.c.store.Release(ctx, p.req)
 		cancel()
 		log := r.c.log
 		switch {
@@ -289,12 +280,12 @@ func (r *releaser) run(idle chan struct{}) {
 			backoff = minReleaseBackoff
 			if res.Held {
 				log.Info("fencelock: released in the background", "key", p.req.Key, "token", shortToken(p.req.Token))
-				if res.Remaining == 0 && p.ops == nil && !res.Yielded {
+				if res.Remaining == 0 && p.req.Kind == KindLock && !res.Yielded {
 					r.c.queues.released(p.req.Key)
 				}
 			}
 			continue
-		case errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrMisconfigured) || time.Now().After(p.giveUp):
+		case errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrMisconfigured) || time.Now().After(p.giveUp):
 			log.Warn("fencelock: gave up a background release; the hold will lapse on the server",
 				"key", p.req.Key, "token", shortToken(p.req.Token), "error", err)
 			continue

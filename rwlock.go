@@ -4,69 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
-
-// RWLockBackend is implemented by backends that keep read-write locks
-// (Client.RWLock). The Redis and memory backends do; with a backend that
-// lacks it, acquiring fails with an error matching ErrUnsupported.
-//
-// A read-write lock, named by Namespace and Key, is apart from the plain
-// lock and the semaphore of the same name. The contract, per read-write
-// lock:
-//   - Every hold, read or write, has a lease of its own counted by the
-//     store's clock and is identified by its Token; a hold whose lease has
-//     ended is gone (every call first drops those, and every place below
-//     whose lease has ended).
-//   - A refused attempt with req.Place > 0 registers (or renews) the
-//     caller's place for Place from now: a writer's intent, or a reader's
-//     place among the readers waiting. A release by the Token, and taking
-//     the lock, withdraw it; a release that finds only a place reports
-//     Held false.
-//   - AcquireRW is atomic. A writer gets the lock only when no hold is live
-//     and no admitted reader (below) is live. A reader gets it when it is
-//     admitted, or when no writer holds the lock and no writer's intent is
-//     live (writers are preferred). The release of the writer admits every
-//     reader then waiting (each for the rest of its place's lease), so that
-//     readers and writers take turns and neither starves the other. Each
-//     grant mints a fence strictly greater than every fence minted before
-//     for the lock (readers and writers share one counter) and than
-//     req.FenceFloor, in the same step.
-//   - A Token that holds a live hold is a retry: it succeeds with the same
-//     fence and sets the lease to TTL from now. Tombstones refuse a token
-//     as for the lock, and drop its place. Owner is ignored: holds are not
-//     re-entrant.
-//   - ReleaseRW, RenewRW and RWTTL act only on the Token's hold, as
-//     Release, Renew and TTL do on a hold of the lock; renewal never
-//     re-creates a lapsed hold. ReleaseResult.Remaining is 0.
-//   - A refused acquire reports in HolderTTL the time until the lock may
-//     let it in: for a writer, until the last live hold's or admitted
-//     reader's lease ends; for a reader, until the writer's lease or the
-//     earliest intent ends.
-//   - WatchRW delivers a value when a release may let a waiter in: the
-//     writer's release, the last reader's release, the withdrawal of the
-//     last intent or of the last admitted reader, after an acquire was
-//     refused. A backend without notifications returns an error (waiters
-//     then poll).
-type RWLockBackend interface {
-	AcquireRW(ctx context.Context, req RWRequest) (AcquireResult, error)
-	ReleaseRW(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
-	RenewRW(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error)
-	RWTTL(ctx context.Context, ref LockRef) (time.Duration, error)
-	WatchRW(ctx context.Context, namespace, key string) (*Watch, error)
-}
-
-// RWRequest is one attempt to take a read-write lock.
-type RWRequest struct {
-	AcquireRequest
-	// Write asks for the exclusive (write) hold; false asks for a shared
-	// (read) hold.
-	Write bool
-	// Place is how long a refused attempt keeps the caller's place: a
-	// writer's intent, which keeps new readers out, or a reader's place
-	// among those admitted when the writer releases. 0: no place (a single
-	// attempt).
-	Place time.Duration
-}
 
 // RWPlaceLease is how long a waiting writer's intent, or a waiting reader's
 // place, stays registered on the server without being renewed; the waiter
@@ -74,7 +14,7 @@ type RWRequest struct {
 // or is paused while it waits keeps new readers out for this long at most,
 // and a reader admitted after a writer that never comes holds the next
 // writer up for this long at most.
-const RWPlaceLease = 2 * time.Second
+const RWPlaceLease = driver.PlaceLease
 
 // RWLock is a read-write lock shared by every Client of the same backend
 // and namespace: any number of readers at once, or one writer. Make one
@@ -100,9 +40,8 @@ const RWPlaceLease = 2 * time.Second
 // A read-write lock is apart from the plain lock and the semaphore of the
 // same name: they never block each other.
 type RWLock struct {
-	c           *Client
-	name        string
-	read, write *primitive // nil when the backend has no read-write locks
+	c    *Client
+	name string
 }
 
 // RWLock returns the read-write lock called name. It does not contact the
@@ -110,27 +49,7 @@ type RWLock struct {
 // RWLockBackend make every acquire fail, with an error matching
 // ErrInvalidArgument or ErrUnsupported.
 func (c *Client) RWLock(name string) *RWLock {
-	rw := &RWLock{c: c, name: name}
-	if c == nil || c.prims.rw == nil {
-		return rw
-	}
-	ops := c.prims.rw
-	mode := func(write bool) *primitive {
-		return &primitive{
-			ops: ops,
-			acquire: func(ctx context.Context, req AcquireRequest, single bool) (AcquireResult, error) {
-				r := RWRequest{AcquireRequest: req, Write: write}
-				if !single {
-					r.Place = RWPlaceLease
-				}
-				return ops.b.AcquireRW(ctx, r)
-			},
-			watch:     ops.b.WatchRW,
-			keepAlive: RWPlaceLease / 3,
-		}
-	}
-	rw.read, rw.write = mode(false), mode(true)
-	return rw
+	return &RWLock{c: c, name: name}
 }
 
 // Name returns the lock's name, without namespace.
@@ -140,7 +59,7 @@ func (rw *RWLock) Name() string { return rw.name }
 // It returns an error matching ErrNotAcquired when a writer holds the lock
 // or waits for it, and otherwise behaves as Client.TryAcquire.
 func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.read, KindRead, true)
+	return rw.acquire(ctx, ttl, opts, KindRead, true)
 }
 
 // AcquireRead takes a read hold with a lease of ttl, waiting while a writer
@@ -149,7 +68,7 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ..
 // before the next writer; it withdraws the place when it gives up. The
 // options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.read, KindRead, false)
+	return rw.acquire(ctx, ttl, opts, KindRead, false)
 }
 
 // TryAcquireWrite makes one attempt to take the write hold with a lease of
@@ -157,7 +76,7 @@ func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...Ac
 // (or readers admitted after the last writer have yet to come), and
 // registers no intent.
 func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.write, KindWrite, true)
+	return rw.acquire(ctx, ttl, opts, KindWrite, true)
 }
 
 // AcquireWrite takes the write hold with a lease of ttl, waiting until no
@@ -165,37 +84,21 @@ func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts .
 // readers out (see RWPlaceLease); it withdraws the intent when it gives up.
 // The options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	return rw.acquire(ctx, ttl, opts, rw.write, KindWrite, false)
+	return rw.acquire(ctx, ttl, opts, KindWrite, false)
 }
 
-// acquire is the body of the four acquire methods; prim is the read or
-// the write hold's, and kind says which.
-func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []AcquireOption, prim *primitive, kind Kind, single bool) (*Lock, error) {
+// acquire is the body of the four acquire methods; kind says whether it
+// takes a read or the write hold.
+func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []AcquireOption, kind Kind, single bool) (*Lock, error) {
 	if rw == nil || rw.c == nil {
 		return nil, errNilClient
 	}
 	check := func() error {
-		if prim == nil {
+		if !rw.c.store.Supports(kind) {
 			return lockError("acquire", rw.name, fmt.Errorf(
 				"%w: read-write locks need a backend that implements fencelock.RWLockBackend; %T does not", ErrUnsupported, rw.c.backend))
 		}
 		return nil
 	}
-	return rw.c.acquireHold(ctx, rw.name, ttl, opts, check, prim, kind, single)
-}
-
-// rwOps keep read and write holds (holdOps). One per Client, so that the
-// renewals of every read-write lock's holds go in one batch.
-type rwOps struct{ b RWLockBackend }
-
-func (o *rwOps) renew(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error) {
-	return o.b.RenewRW(ctx, reqs)
-}
-
-func (o *rwOps) release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
-	return o.b.ReleaseRW(ctx, req)
-}
-
-func (o *rwOps) ttl(ctx context.Context, ref LockRef) (time.Duration, error) {
-	return o.b.RWTTL(ctx, ref)
+	return rw.c.acquireHold(ctx, rw.name, ttl, opts, check, kind, 0, single)
 }

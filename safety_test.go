@@ -46,7 +46,7 @@ func TestHugeTTLIsRefusedOrWorks(t *testing.T) {
 		// The backend refuses it on its own too.
 		b := redisbackend.New(rdb)
 		_, err = b.Acquire(ctx, fencelock.AcquireRequest{
-			LockRef: fencelock.LockRef{Namespace: "lock", Key: "huge", Token: "t"}, Owner: "t", TTL: ttl})
+			Ref: fencelock.LockRef{Namespace: "lock", Key: "huge", Token: "t"}, Owner: "t", TTL: ttl})
 		if !errors.Is(err, fencelock.ErrInvalidArgument) {
 			t.Fatalf("redisbackend Acquire with ttl %v: %v, want ErrInvalidArgument", ttl, err)
 		}

@@ -6,49 +6,6 @@ import (
 	"time"
 )
 
-// SemaphoreBackend is implemented by backends that keep semaphores
-// (Client.Semaphore). The Redis and memory backends do; with a backend that
-// lacks it, acquiring a permit fails with an error matching ErrUnsupported.
-//
-// A semaphore, named by Namespace and Key, is apart from the plain lock and
-// the read-write lock of the same name. The contract, per semaphore:
-//   - Each permit is a hold with a lease of its own, counted by the store's
-//     clock, identified by its Token. A permit whose lease has ended is gone
-//     (every call first drops those), so the permits of a crashed holder
-//     come back when their leases end, without anyone sweeping.
-//   - AcquirePermit is atomic: it takes a permit when fewer than
-//     req.Permits permits are live, and mints a fence strictly greater than
-//     every fence minted before for the semaphore and than req.FenceFloor,
-//     in the same step. Each caller's Permits is its own limit: the count
-//     is checked against the Permits of the request being decided.
-//   - A Token that holds a live permit is a retry: it succeeds with the
-//     same fence, takes no second permit, and sets the lease to TTL from
-//     now. Tombstones (ReleaseRequest.Tombstone) refuse a token as for the
-//     lock. Owner is ignored: permits are not re-entrant.
-//   - ReleasePermit, RenewPermits and PermitTTL act only on the permit of
-//     the Token, as Release, Renew and TTL do on a hold of the lock; renewal
-//     never re-creates a lapsed permit. ReleaseResult.Remaining is 0.
-//   - A refused acquire reports in HolderTTL the time until the earliest
-//     live permit's lease ends: a permit may be free by then.
-//   - WatchPermits is ReleaseNotifier.WatchReleases for the semaphore: a
-//     release of a permit after an acquire was refused must be notified.
-//     A backend without notifications returns an error (waiters then poll).
-type SemaphoreBackend interface {
-	AcquirePermit(ctx context.Context, req PermitRequest) (AcquireResult, error)
-	ReleasePermit(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
-	RenewPermits(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error)
-	PermitTTL(ctx context.Context, ref LockRef) (time.Duration, error)
-	WatchPermits(ctx context.Context, namespace, key string) (*Watch, error)
-}
-
-// PermitRequest is one attempt to take a permit of a semaphore.
-type PermitRequest struct {
-	AcquireRequest
-	// Permits is the caller's number of permits: the attempt succeeds when
-	// fewer permits than this are live.
-	Permits int
-}
-
 // Semaphore is a counting semaphore shared by every Client of the same
 // backend and namespace: at most Permits holders at a time, each holding a
 // permit with a lease of its own. Make one with Client.Semaphore; it is a
@@ -72,7 +29,6 @@ type Semaphore struct {
 	c       *Client
 	name    string
 	permits int
-	prim    *primitive // nil when the backend has no semaphores
 }
 
 // Semaphore returns the semaphore called name with permits permits. It does
@@ -80,19 +36,7 @@ type Semaphore struct {
 // does not implement SemaphoreBackend make every acquire fail, with an
 // error matching ErrInvalidArgument or ErrUnsupported.
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
-	s := &Semaphore{c: c, name: name, permits: permits}
-	if c == nil || c.prims.sem == nil {
-		return s
-	}
-	ops := c.prims.sem
-	s.prim = &primitive{
-		ops: ops,
-		acquire: func(ctx context.Context, req AcquireRequest, _ bool) (AcquireResult, error) {
-			return ops.b.AcquirePermit(ctx, PermitRequest{AcquireRequest: req, Permits: permits})
-		},
-		watch: ops.b.WatchPermits,
-	}
-	return s
+	return &Semaphore{c: c, name: name, permits: permits}
 }
 
 // Name returns the semaphore's name, without namespace.
@@ -108,7 +52,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...A
 	if s == nil || s.c == nil {
 		return nil, errNilClient
 	}
-	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, KindSemaphore, true)
+	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, KindSemaphore, s.permits, true)
 }
 
 // Acquire takes a permit with a lease of ttl, waiting while Permits permits
@@ -120,7 +64,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Acqu
 	if s == nil || s.c == nil {
 		return nil, errNilClient
 	}
-	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, s.prim, KindSemaphore, false)
+	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, KindSemaphore, s.permits, false)
 }
 
 // check refuses a bad count, and a backend without semaphores.
@@ -128,35 +72,19 @@ func (s *Semaphore) check() error {
 	if s.permits < 1 {
 		return invalid("semaphore permits", s.permits, "must be at least 1")
 	}
-	if s.prim == nil {
+	if !s.c.store.Supports(KindSemaphore) {
 		return lockError("acquire", s.name, fmt.Errorf(
 			"%w: semaphores need a backend that implements fencelock.SemaphoreBackend; %T does not", ErrUnsupported, s.c.backend))
 	}
 	return nil
 }
 
-// semaphoreOps keep permits (holdOps). One per Client, so that renewals of
-// the permits of every semaphore go in one batch.
-type semaphoreOps struct{ b SemaphoreBackend }
-
-func (o *semaphoreOps) renew(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error) {
-	return o.b.RenewPermits(ctx, reqs)
-}
-
-func (o *semaphoreOps) release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
-	return o.b.ReleasePermit(ctx, req)
-}
-
-func (o *semaphoreOps) ttl(ctx context.Context, ref LockRef) (time.Duration, error) {
-	return o.b.PermitTTL(ctx, ref)
-}
-
-// acquireHold takes a hold of prim named key: the shared body of the
-// acquire methods of Semaphore and RWLock. check validates what is the
-// primitive's own (it runs after the arguments every acquire has); kind
-// is the hold's, for Hooks.
+// acquireHold takes a hold of kind named key (a semaphore's permit, out of
+// permits; a read or write hold): the shared body of the acquire methods of
+// Semaphore and RWLock. check validates what is the primitive's own (it
+// runs after the arguments every acquire has).
 func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption,
-	check func() error, prim *primitive, kind Kind, single bool) (*Lock, error) {
+	check func() error, kind Kind, permits int, single bool) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -174,29 +102,15 @@ func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration,
 	if single {
 		cfg.wait, cfg.waitSet = 0, true
 	}
-	cfg.prim, cfg.kind = prim, kind
+	cfg.kind = kind
+	if kind == KindRead || kind == KindWrite {
+		cfg.keepAlive = RWPlaceLease / 3 // each attempt renews the waiter's intent or place
+	}
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
 		return nil, c.refused(ctx, key, kind, err)
 	}
 	req.Owner = req.Token // not re-entrant, whatever WithOwner says
+	req.Kind, req.Permits = kind, permits
 	return c.acquireWaiting(ctx, req, cfg)
-}
-
-// primitives are the Client's calls for the holds of primitives other than
-// the plain lock, nil where the backend lacks them. Made once per Client.
-type primitives struct {
-	sem *semaphoreOps
-	rw  *rwOps
-}
-
-func newPrimitives(b Backend) primitives {
-	var p primitives
-	if sb, ok := b.(SemaphoreBackend); ok {
-		p.sem = &semaphoreOps{sb}
-	}
-	if rb, ok := b.(RWLockBackend); ok {
-		p.rw = &rwOps{rb}
-	}
-	return p
 }

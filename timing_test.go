@@ -1304,7 +1304,7 @@ func TestTimingSleepBoundedByHolderLease(t *testing.T) {
 		e := tmNewEnv(t)
 		c := e.client("a")
 		ctx := context.Background()
-		dead := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Namespace: tmNS, Key: "k", Token: "dead"}, Owner: "dead", TTL: 500 * time.Millisecond}
+		dead := fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: tmNS, Key: "k", Token: "dead"}, Owner: "dead", TTL: 500 * time.Millisecond}
 		if res, err := e.b.Backend.Acquire(ctx, dead); err != nil || !res.Acquired {
 			t.Fatalf("the dead holder's hold: %+v, %v", res, err)
 		}

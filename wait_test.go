@@ -87,9 +87,9 @@ func TestWaiterTakesExpiredLease(t *testing.T) {
 	for i := range 8 {
 		key := fmt.Sprintf("crash-%d", i)
 		res, err := crashed.Acquire(ctx, fencelock.AcquireRequest{
-			LockRef: fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: key, Token: fmt.Sprintf("crashed-%d", i)},
-			Owner:   "crashed",
-			TTL:     ttl,
+			Ref:   fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: key, Token: fmt.Sprintf("crashed-%d", i)},
+			Owner: "crashed",
+			TTL:   ttl,
 		})
 		if err != nil || !res.Acquired {
 			t.Fatalf("round %d: the crashed holder's acquire: %+v %v", i, res, err)

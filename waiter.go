@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // minRetryDelay is the shortest fallback timer between attempts.
@@ -108,7 +110,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 				// before it lapses, rather than after a backoff.
 				continue
 			}
-			if w.place == nil && !cfg.fair && cfg.prim == nil { // a fair waiter's line is the server's
+			if w.place == nil && !cfg.fair && cfg.kind == KindLock { // a fair waiter's line is the server's
 				w.place = c.queues.join(req.Key, w.req)
 				if w.place.turnTaken = w.place.isHead(); !w.place.turnTaken {
 					continue // wait for our turn, then attempt
@@ -178,7 +180,7 @@ func (w *waiter) hasDeadline() bool {
 // single attempt does not wait at all.
 func (w *waiter) linesUp() bool {
 	_, reentrant := OwnerFromContext(w.parent)
-	return !reentrant && !w.singleAttempt() && !w.cfg.fair && w.cfg.prim == nil
+	return !reentrant && !w.singleAttempt() && !w.cfg.fair && w.cfg.kind == KindLock
 }
 
 // awaitTurn waits until the call is at the head of its line (at once when it
@@ -223,15 +225,15 @@ func (w *waiter) attempt() (*Lock, error) {
 	switch {
 	case lk != nil:
 		return lk, nil
-	case errors.Is(err, ErrInvalidArgument):
-		return nil, lockError("acquire", w.req.Key, err) // the backend refused the names
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnsupported):
+		return nil, lockError("acquire", w.req.Key, err) // the store refused the names, or the request
 	case asTickClaimed(err) != nil:
 		// A RunJob attempt whose tick was claimed: there is nothing to
 		// wait for. An earlier attempt whose reply was lost took nothing
 		// (it would be a retry now), but a copy of it may still be on its
 		// way: have the backend refuse it.
 		if w.ambiguous {
-			w.c.releaser.addOps(w.ops(), ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+			w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
 		}
 		return nil, err
 	case err != nil:
@@ -331,20 +333,20 @@ func (w *waiter) subscribe() bool {
 	switch {
 	case w.watch != nil || w.watchFailed:
 		return false
-	case w.cfg.prim != nil:
-		if w.cfg.prim.watch == nil {
-			return false
-		}
-		watch, err = w.cfg.prim.watch(w.ctx, w.req.Namespace, w.req.Key)
-	case w.cfg.fair:
-		watch, err = w.c.fair.WatchTurn(w.ctx, w.req.Namespace, w.req.Key, w.req.Token)
-	case w.c.notifier != nil:
-		watch, err = w.c.notifier.WatchReleases(w.ctx, w.req.Namespace, w.req.Key)
-	default:
+	case w.c.notify == nil:
 		return false
+	default:
+		req := driver.WatchRequest{Ref: driver.Ref{Kind: w.req.Kind, Namespace: w.req.Namespace, Key: w.req.Key}}
+		if w.cfg.fair {
+			req.Token = w.req.Token // the waiter's turn in the store's line
+		}
+		watch, err = w.c.notify.Watch(w.ctx, req)
 	}
 	if err != nil {
 		w.watchFailed = true
+		if errors.Is(err, ErrUnsupported) {
+			return false // nothing to watch this with: poll
+		}
 		if errors.Is(err, ErrMisconfigured) {
 			w.refused = err // the store refused the subscription: sleep ends the call
 			return false
@@ -396,8 +398,8 @@ func (w *waiter) sleep() bool {
 	if w.cfg.fair {
 		delay = min(delay, fairRenewPlace) // keep the place in line
 	}
-	if p := w.cfg.prim; p != nil && p.keepAlive > 0 {
-		delay = min(delay, p.keepAlive) // keep what the attempts renew (a writer's intent)
+	if w.cfg.keepAlive > 0 {
+		delay = min(delay, w.cfg.keepAlive) // keep what the attempts renew (a writer's intent)
 	}
 	if w.timer == nil {
 		w.timer = time.NewTimer(delay)
@@ -431,15 +433,15 @@ func (w *waiter) giveUp() error {
 		// An attempt may have taken the lock although no reply said so:
 		// release it, and have the backend refuse a copy still on its way.
 		// (The release also takes a fair waiter out of the line.)
-		w.c.releaser.addOps(w.ops(), ReleaseRequest{LockRef: w.req.LockRef, Tombstone: tombstoneLife}, w.req.TTL)
+		w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
 	case w.cfg.fair && w.attempts > 0 && !w.singleAttempt():
 		// Leave the line at once, rather than hold it up until the
 		// place lapses.
-		w.c.releaser.add(ReleaseRequest{LockRef: w.req.LockRef}, FairPlaceLease)
-	case w.cfg.prim != nil && w.cfg.prim.keepAlive > 0 && w.attempts > 0 && !w.singleAttempt():
+		w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref}, FairPlaceLease)
+	case w.cfg.keepAlive > 0 && w.attempts > 0 && !w.singleAttempt():
 		// Withdraw what the attempts registered (a writer's intent),
 		// rather than hold others up until it lapses.
-		w.c.releaser.addOps(w.cfg.prim.ops, ReleaseRequest{LockRef: w.req.LockRef}, 3*w.cfg.prim.keepAlive)
+		w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref}, 3*w.cfg.keepAlive)
 	}
 	if w.refused != nil {
 		// The clean-up above is tried all the same: a refusal of the
@@ -504,13 +506,4 @@ func drain(c <-chan struct{}) {
 	case <-c:
 	default:
 	}
-}
-
-// ops are the calls that keep the hold the waiter is after (nil: a plain
-// lock).
-func (w *waiter) ops() holdOps {
-	if w.cfg.prim == nil {
-		return nil
-	}
-	return w.cfg.prim.ops
 }

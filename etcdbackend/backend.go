@@ -101,14 +101,14 @@ func validity(secs int64, ttl time.Duration) time.Duration {
 // or refuses. See the package documentation for the fence.
 func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (_ fencelock.AcquireResult, err error) {
 	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Owner == "" {
 		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	res, err := b.acquire(ctx, req, nil)
-	return res.AcquireResult, err
+	return res.Result, err
 }
 
 // acquire is Acquire, and with tick, AcquireTick (jobtick.go): the
@@ -190,7 +190,7 @@ func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tic
 			}
 			b.remember(hold, holdLease{id: lease.ID, asked: secs})
 			tick.written(b, outer.Responses)
-			return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}}, nil
+			return fencelock.TickResult{Result: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}}, nil
 		}
 		inner := outer.Responses[0].GetResponseTxn()
 		if inner.Succeeded { // re-entry, or a retry of this token's acquire
@@ -204,13 +204,13 @@ func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tic
 			b.remember(hold, holdLease{id: lease.ID, asked: secs})
 			tick.written(b, inner.Responses)
 			holds := int(inner.Responses[2].GetResponseRange().Count)
-			return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}}, nil
+			return fencelock.TickResult{Result: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}}, nil
 		}
 		holdsKVs = inner.Responses[0].GetResponseRange().Kvs
 	}
 	b.revokeLater(lease.ID) // refused: the lease holds nothing
 	tick.unused(b)
-	return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holdsKVs)}}, nil
+	return fencelock.TickResult{Result: fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holdsKVs)}}, nil
 }
 
 // mint is the operation that records a fresh acquisition: it puts the
@@ -301,7 +301,7 @@ func (b *Backend) timeToLive(ctx context.Context, leases []clientv3.LeaseID) []l
 // background.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
 	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
 	return b.release(ctx, keysOf(req.Namespace, req.Key), req)
@@ -370,7 +370,7 @@ func (b *Backend) renew(ctx context.Context, reqs []fencelock.RenewRequest, keys
 	var alive []clientv3.LeaseID
 	known := make([]holdLease, len(reqs))
 	for i, r := range reqs {
-		if err := checkRef(r.LockRef); err != nil {
+		if err := checkRef(r.Ref); err != nil {
 			results[i].Err = err
 			continue
 		}

@@ -35,11 +35,11 @@ func TestTTLRoundedUpToTheGrantedLease(t *testing.T) {
 		{4 * time.Second, 0},                       // granted as asked
 	} {
 		ref := fencelock.LockRef{Namespace: t.Name(), Key: c.ttl.String(), Token: "tok"}
-		res, err := b.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref, Owner: "tok", TTL: c.ttl})
+		res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: "tok", TTL: c.ttl})
 		if err != nil || !res.Acquired || res.Validity != c.validity {
 			t.Fatalf("acquire with ttl %v: %+v %v, want acquired with Validity %v", c.ttl, res, err, c.validity)
 		}
-		rr, err := b.Renew(ctx, []fencelock.RenewRequest{{LockRef: ref, TTL: c.ttl}})
+		rr, err := b.Renew(ctx, []fencelock.RenewRequest{{Ref: ref, TTL: c.ttl}})
 		if err != nil || !rr[0].Held || rr[0].Validity != c.validity {
 			t.Fatalf("renew with ttl %v: %+v %v, want held with Validity %v", c.ttl, rr, err, c.validity)
 		}
@@ -162,13 +162,13 @@ func TestInvalidArguments(t *testing.T) {
 	ctx := context.Background()
 	b := etcdbackend.New(newClient(t, sharedCluster.Endpoints()...))
 	defer b.Close()
-	if _, err := b.Acquire(ctx, fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: "k"}, Owner: "o", TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
+	if _, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: fencelock.LockRef{Key: "k"}, Owner: "o", TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("acquire with an empty token: %v", err)
 	}
-	if _, err := b.Acquire(ctx, fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: "k", Token: "t"}, TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
+	if _, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: fencelock.LockRef{Key: "k", Token: "t"}, TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("acquire with an empty owner: %v", err)
 	}
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Token: "t"}}); !errors.Is(err, fencelock.ErrInvalidArgument) {
+	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Token: "t"}}); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("release with an empty key: %v", err)
 	}
 	if _, err := b.InspectLock(ctx, "ns", ""); !errors.Is(err, fencelock.ErrInvalidArgument) {

@@ -40,7 +40,7 @@ func (k keys) lineKey(token string) string { return k.line() + token }
 // alongside the hold's.
 func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeFor time.Duration) (_ fencelock.AcquireResult, err error) {
 	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Owner == "" {

@@ -62,7 +62,7 @@ func TestFairReleaseWakesOnlyTheNext(t *testing.T) {
 	defer b.Close()
 	ns := t.Name()
 	acquire := func(token string) fencelock.AcquireResult {
-		req := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Namespace: ns, Key: "k", Token: token}, Owner: token, TTL: 30 * time.Second}
+		req := fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: ns, Key: "k", Token: token}, Owner: token, TTL: 30 * time.Second}
 		res, err := b.AcquireFair(ctx, req, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func TestFairReleaseWakesOnlyTheNext(t *testing.T) {
 		defer watch.Stop()
 		watches = append(watches, watch)
 	}
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: ns, Key: "k", Token: "holder"}}); err != nil {
+	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: ns, Key: "k", Token: "holder"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -100,7 +100,7 @@ func TestFairReleaseWakesOnlyTheNext(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	// w1 gives up: w2 is next, and the lock is free.
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: ns, Key: "k", Token: "w1"}}); err != nil {
+	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: ns, Key: "k", Token: "w1"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -28,7 +28,7 @@ var _ fencelock.JobTickBackend = (*Backend)(nil)
 // to read its lease). The lease of a record replaced is revoked in the
 // background, as is the new record's when the attempt took nothing.
 func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.TickResult{}, err
 	}
 	if req.Owner == "" {
@@ -40,7 +40,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 	if req.RecordLife <= 0 {
 		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "record life", Value: req.RecordLife, Reason: "must be positive"}
 	}
-	return b.acquire(ctx, req.AcquireRequest, &tickClaim{req: req, value: req.Tick + "\x00" + req.Token})
+	return b.acquire(ctx, req.Request, &tickClaim{req: req, value: req.Tick + "\x00" + req.Token})
 }
 
 // tickClaim is what Backend.acquire needs for a claim of a tick. Its

@@ -124,7 +124,7 @@ func (b *Backend) readRW(ctx context.Context, k rwKeys, token string) (*rwState,
 // A fresh hold costs a lease grant, a read and a conditional write.
 func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fencelock.AcquireResult, err error) {
 	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Place < 0 {
@@ -332,7 +332,7 @@ func (b *Backend) leasesFor(ctx context.Context, secs int64, placeKey string, pl
 // readers then waiting. Remaining is 0.
 func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
 	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
 	k := rwKeysOf(req.Namespace, req.Key)

@@ -42,7 +42,7 @@ const permitRaces = 5
 // that holds a permit moves it to the new lease, keeping its fence.
 func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (_ fencelock.AcquireResult, err error) {
 	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Permits < 1 {
@@ -171,7 +171,7 @@ func (b *Backend) earliestTTL(ctx context.Context, permits []*mvccpb.KeyValue) t
 // the lock. Remaining is the number of permits left, which callers ignore.
 func (b *Backend) ReleasePermit(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
 	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
 	res, err := b.release(ctx, semKeysOf(req.Namespace, req.Key), req)

@@ -43,7 +43,7 @@ func fairGrant(ctx context.Context, s *suite, fg fencelock.FairGranter) {
 	holder := s.fairAcquire(ctx, fg, "k", "holder", ttl, place)
 	attempt := func(seq int64) fencelock.AcquireResult {
 		s.t.Helper()
-		req := fencelock.AcquireRequest{LockRef: s.ref("k", "first"), Owner: "first", TTL: ttl}
+		req := fencelock.AcquireRequest{Ref: s.ref("k", "first"), Owner: "first", TTL: ttl}
 		res, err := fg.AcquireFairGrant(ctx, req, place, grant, seq)
 		if err != nil {
 			s.t.Fatalf("AcquireFairGrant(attempt %d): %v", seq, err)
@@ -100,7 +100,7 @@ func fairCheck(check func(ctx context.Context, s *suite, fb fencelock.FairBacken
 // keeping its place) for place.
 func (s *suite) fairAcquire(ctx context.Context, fb fencelock.FairBackend, key, token string, ttl, place time.Duration) fencelock.AcquireResult {
 	s.t.Helper()
-	req := fencelock.AcquireRequest{LockRef: s.ref(key, token), Owner: token, TTL: ttl}
+	req := fencelock.AcquireRequest{Ref: s.ref(key, token), Owner: token, TTL: ttl}
 	res, err := fb.AcquireFair(ctx, req, place)
 	if err != nil {
 		s.t.Fatalf("AcquireFair(%s, token %s, place %v): %v", key, token, place, err)
@@ -202,7 +202,7 @@ func fairReentryDoesNotWait(ctx context.Context, s *suite, fb fencelock.FairBack
 	const ttl = 10 * time.Second
 	outer := s.acquire(ctx, "k", "a", "owner", ttl)
 	s.fairAcquire(ctx, fb, "k", "waiter", ttl, 30*time.Second)
-	req := fencelock.AcquireRequest{LockRef: s.ref("k", "b"), Owner: "owner", TTL: ttl}
+	req := fencelock.AcquireRequest{Ref: s.ref("k", "b"), Owner: "owner", TTL: ttl}
 	inner, err := fb.AcquireFair(ctx, req, 30*time.Second)
 	if err != nil || !inner.Acquired || inner.Fence != outer.Fence || inner.Holds != 2 {
 		s.t.Fatalf("fair re-entry with a waiter in line: %+v %v, want acquired with fence %d and 2 holds", inner, err, outer.Fence)
@@ -216,7 +216,7 @@ func fairReentryLeavesLine(ctx context.Context, s *suite, fb fencelock.FairBacke
 	const ttl, place = 10 * time.Second, 30 * time.Second
 	attempt := func(token string) fencelock.AcquireResult {
 		s.t.Helper()
-		res, err := fb.AcquireFair(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", token), Owner: "owner", TTL: ttl}, place)
+		res, err := fb.AcquireFair(ctx, fencelock.AcquireRequest{Ref: s.ref("k", token), Owner: "owner", TTL: ttl}, place)
 		if err != nil {
 			s.t.Fatalf("AcquireFair(%s): %v", token, err)
 		}
@@ -238,7 +238,7 @@ func fairGrantReentryLeavesLine(ctx context.Context, s *suite, fg fencelock.Fair
 	attempt := func(token string) fencelock.AcquireResult {
 		s.t.Helper()
 		seq++
-		req := fencelock.AcquireRequest{LockRef: s.ref("k", token), Owner: "owner", TTL: ttl}
+		req := fencelock.AcquireRequest{Ref: s.ref("k", token), Owner: "owner", TTL: ttl}
 		res, err := fg.AcquireFairGrant(ctx, req, place, grant, seq)
 		if err != nil {
 			s.t.Fatalf("AcquireFairGrant(%s): %v", token, err)

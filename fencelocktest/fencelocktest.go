@@ -95,7 +95,7 @@ func (s *suite) acquire(ctx context.Context, key, token, owner string, ttl time.
 	if owner == "" {
 		owner = token
 	}
-	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref(key, token), Owner: owner, TTL: ttl})
+	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{Ref: s.ref(key, token), Owner: owner, TTL: ttl})
 	if err != nil {
 		s.t.Fatalf("Acquire(%s, token %s): %v", key, token, err)
 	}
@@ -112,7 +112,7 @@ func (s *suite) release(ctx context.Context, key, token string) fencelock.Releas
 // acquires with token for tombstone (none when 0).
 func (s *suite) releaseTombstone(ctx context.Context, key, token string, tombstone time.Duration) fencelock.ReleaseResult {
 	s.t.Helper()
-	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref(key, token), Tombstone: tombstone})
+	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{Ref: s.ref(key, token), Tombstone: tombstone})
 	if err != nil {
 		s.t.Fatalf("Release(%s, token %s, tombstone %v): %v", key, token, tombstone, err)
 	}
@@ -121,7 +121,7 @@ func (s *suite) releaseTombstone(ctx context.Context, key, token string, tombsto
 
 func (s *suite) renew(ctx context.Context, key, token string, ttl time.Duration) fencelock.RenewResult {
 	s.t.Helper()
-	res, err := s.b.Renew(ctx, []fencelock.RenewRequest{{LockRef: s.ref(key, token), TTL: ttl}})
+	res, err := s.b.Renew(ctx, []fencelock.RenewRequest{{Ref: s.ref(key, token), TTL: ttl}})
 	if err != nil || len(res) != 1 {
 		s.t.Fatalf("Renew(%s, token %s): %v %v", key, token, res, err)
 	}
@@ -296,7 +296,7 @@ func mutualExclusion(ctx context.Context, s *suite) {
 			for i := range 20 {
 				token := fmt.Sprintf("w%d-%d", w, i)
 				for {
-					res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", token), Owner: token, TTL: 10 * time.Second})
+					res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{Ref: s.ref("k", token), Owner: token, TTL: 10 * time.Second})
 					if err != nil {
 						s.t.Error(err)
 						return
@@ -311,7 +311,7 @@ func mutualExclusion(ctx context.Context, s *suite) {
 				}
 				entered.Add(1)
 				inside.Add(-1)
-				if _, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref("k", token)}); err != nil {
+				if _, err := s.b.Release(ctx, fencelock.ReleaseRequest{Ref: s.ref("k", token)}); err != nil {
 					s.t.Error(err)
 					return
 				}
@@ -341,7 +341,7 @@ func releaseNotification(ctx context.Context, s *suite, n fencelock.ReleaseNotif
 func releaseNotificationNotify(ctx context.Context, s *suite, n fencelock.ReleaseNotifier) {
 	w := s.watchHeld(ctx, n, "k", "a")
 	defer w.Stop()
-	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref("k", "a"), Notify: true})
+	res, err := s.b.Release(ctx, fencelock.ReleaseRequest{Ref: s.ref("k", "a"), Notify: true})
 	if err != nil || !res.Held {
 		s.t.Fatalf("Release with Notify: %+v, %v", res, err)
 	}
@@ -377,12 +377,12 @@ func changeNotification(ctx context.Context, s *suite, n fencelock.ChangeNotifie
 		s.t.Fatalf("WatchChanges(k): %v", err)
 	}
 	defer w.Stop()
-	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", "a"), Owner: "a", TTL: 30 * time.Second, Notify: true})
+	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{Ref: s.ref("k", "a"), Owner: "a", TTL: 30 * time.Second, Notify: true})
 	if err != nil || !res.Acquired {
 		s.t.Fatalf("Acquire with Notify of a free lock: %+v, %v", res, err)
 	}
 	s.awaitNotification(w, "an acquisition with Notify")
-	rel, err := s.b.Release(ctx, fencelock.ReleaseRequest{LockRef: s.ref("k", "a"), Notify: true})
+	rel, err := s.b.Release(ctx, fencelock.ReleaseRequest{Ref: s.ref("k", "a"), Notify: true})
 	if err != nil || !rel.Held {
 		s.t.Fatalf("Release with Notify: %+v, %v", rel, err)
 	}
@@ -514,7 +514,7 @@ func fenceFloorRespected(ctx context.Context, s *suite) {
 	first := s.acquire(ctx, "k", "a", "", time.Second)
 	s.release(ctx, "k", "a")
 	floor := first.Fence + 1_000_000_000_000 // far ahead of any clock-based fence
-	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", "b"), Owner: "b", TTL: time.Second, FenceFloor: floor})
+	res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{Ref: s.ref("k", "b"), Owner: "b", TTL: time.Second, FenceFloor: floor})
 	if err != nil || !res.Acquired || res.Fence <= floor {
 		s.t.Fatalf("acquire with FenceFloor %d: %+v %v, want a fence above the floor", floor, res, err)
 	}
@@ -525,7 +525,7 @@ func fenceFloorRespected(ctx context.Context, s *suite) {
 	}
 	// A floor below the store's own counter changes nothing.
 	s.release(ctx, "k", "c")
-	low, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref("k", "d"), Owner: "d", TTL: time.Second, FenceFloor: 1})
+	low, err := s.b.Acquire(ctx, fencelock.AcquireRequest{Ref: s.ref("k", "d"), Owner: "d", TTL: time.Second, FenceFloor: 1})
 	if err != nil || !low.Acquired || low.Fence <= next.Fence {
 		s.t.Fatalf("acquire with a low FenceFloor: %+v %v, want a fence above %d", low, err, next.Fence)
 	}

@@ -39,8 +39,8 @@ func (s *suite) handOff(ctx context.Context, hb fencelock.HandOffBackend, key, t
 
 func (s *suite) handOffFloor(ctx context.Context, hb fencelock.HandOffBackend, key, token, next string, ttl time.Duration, floor int64) (fencelock.ReleaseResult, fencelock.AcquireResult) {
 	s.t.Helper()
-	req := fencelock.AcquireRequest{LockRef: s.ref(key, next), Owner: next, TTL: ttl, FenceFloor: floor}
-	rel, acq, err := hb.ReleaseHandOff(ctx, fencelock.ReleaseRequest{LockRef: s.ref(key, token)}, req)
+	req := fencelock.AcquireRequest{Ref: s.ref(key, next), Owner: next, TTL: ttl, FenceFloor: floor}
+	rel, acq, err := hb.ReleaseHandOff(ctx, fencelock.ReleaseRequest{Ref: s.ref(key, token)}, req)
 	if err != nil {
 		s.t.Fatalf("ReleaseHandOff(%s, token %s, next %s): %v", key, token, next, err)
 	}

@@ -20,7 +20,7 @@ type holdCalls struct {
 
 func (s *suite) holdRelease(ctx context.Context, c holdCalls, key, token string, tombstone time.Duration) fencelock.ReleaseResult {
 	s.t.Helper()
-	res, err := c.release(ctx, fencelock.ReleaseRequest{LockRef: s.ref(key, token), Tombstone: tombstone})
+	res, err := c.release(ctx, fencelock.ReleaseRequest{Ref: s.ref(key, token), Tombstone: tombstone})
 	if err != nil {
 		s.t.Fatalf("release of %s %s/%s: %v", c.kind, key, token, err)
 	}
@@ -29,7 +29,7 @@ func (s *suite) holdRelease(ctx context.Context, c holdCalls, key, token string,
 
 func (s *suite) holdRenew(ctx context.Context, c holdCalls, key, token string, ttl time.Duration) fencelock.RenewResult {
 	s.t.Helper()
-	res, err := c.renew(ctx, []fencelock.RenewRequest{{LockRef: s.ref(key, token), TTL: ttl}})
+	res, err := c.renew(ctx, []fencelock.RenewRequest{{Ref: s.ref(key, token), TTL: ttl}})
 	if err != nil || len(res) != 1 || res[0].Err != nil {
 		s.t.Fatalf("renewal of %s %s/%s: %v %v", c.kind, key, token, res, err)
 	}
@@ -86,9 +86,9 @@ func (s *suite) checkHoldRenew(ctx context.Context, c holdCalls, take func(key, 
 		s.t.Fatalf("take: %+v", res)
 	}
 	batch, err := c.renew(ctx, []fencelock.RenewRequest{
-		{LockRef: s.ref("k", "a"), TTL: 30 * time.Second},
-		{LockRef: s.ref("k", "nobody"), TTL: 30 * time.Second},
-		{LockRef: s.ref("k", "b"), TTL: 30 * time.Second},
+		{Ref: s.ref("k", "a"), TTL: 30 * time.Second},
+		{Ref: s.ref("k", "nobody"), TTL: 30 * time.Second},
+		{Ref: s.ref("k", "b"), TTL: 30 * time.Second},
 	})
 	if err != nil || len(batch) != 3 || !batch[0].Held || batch[1].Held || !batch[2].Held {
 		s.t.Fatalf("renewal batch [a, nobody, b]: %+v %v, want held, not held, held", batch, err)

@@ -134,7 +134,7 @@ func inspectIdentity(ctx context.Context, s *suite) {
 	in := s.inspector()
 	acquire := func(key, token, identity string) {
 		s.t.Helper()
-		res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{LockRef: s.ref(key, token), Owner: "owner", TTL: 10 * time.Second, Identity: identity})
+		res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{Ref: s.ref(key, token), Owner: "owner", TTL: 10 * time.Second, Identity: identity})
 		if err != nil || !res.Acquired {
 			s.t.Fatalf("Acquire(%s, token %s, identity %q): %+v, %v", key, token, identity, res, err)
 		}

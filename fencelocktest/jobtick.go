@@ -42,8 +42,8 @@ const tickRecordLife = time.Minute
 func (s *suite) acquireTick(ctx context.Context, jb fencelock.JobTickBackend, key, token, tick string, ttl time.Duration) fencelock.TickResult {
 	s.t.Helper()
 	return s.acquireTickReq(ctx, jb, fencelock.TickRequest{
-		AcquireRequest: fencelock.AcquireRequest{LockRef: s.ref(key, token), Owner: token, TTL: ttl},
-		Tick:           tick, RecordLife: tickRecordLife,
+		Request: fencelock.AcquireRequest{Ref: s.ref(key, token), Owner: token, TTL: ttl},
+		Tick:    tick, RecordLife: tickRecordLife,
 	})
 }
 
@@ -217,8 +217,8 @@ func tickFencesIncrease(ctx context.Context, s *suite, jb fencelock.JobTickBacke
 	}
 	floor := last + 1_000_000
 	res := s.acquireTickReq(ctx, jb, fencelock.TickRequest{
-		AcquireRequest: fencelock.AcquireRequest{LockRef: s.ref("job", "f"), Owner: "f", TTL: time.Second, FenceFloor: floor},
-		Tick:           "tick99", RecordLife: tickRecordLife,
+		Request: fencelock.AcquireRequest{Ref: s.ref("job", "f"), Owner: "f", TTL: time.Second, FenceFloor: floor},
+		Tick:    "tick99", RecordLife: tickRecordLife,
 	})
 	if !res.Acquired || res.Fence <= floor {
 		s.t.Fatalf("a tick acquisition with fence floor %d: %+v, want a fence above it", floor, res)
@@ -229,8 +229,8 @@ func tickFencesIncrease(ctx context.Context, s *suite, jb fencelock.JobTickBacke
 func tickRecordLapses(ctx context.Context, s *suite, jb fencelock.JobTickBackend) {
 	const life = 300 * time.Millisecond // backends may round it up (etcd: whole seconds, and a minimum)
 	req := fencelock.TickRequest{
-		AcquireRequest: fencelock.AcquireRequest{LockRef: s.ref("job", "a"), Owner: "a", TTL: 10 * time.Second},
-		Tick:           "t1", RecordLife: life,
+		Request: fencelock.AcquireRequest{Ref: s.ref("job", "a"), Owner: "a", TTL: 10 * time.Second},
+		Tick:    "t1", RecordLife: life,
 	}
 	claimedAt := time.Now()
 	if res := s.acquireTickReq(ctx, jb, req); !res.Acquired {

@@ -44,8 +44,8 @@ func rwOps(rb fencelock.RWLockBackend) holdCalls {
 // for place when refused (none when 0).
 func (s *suite) rw(ctx context.Context, rb fencelock.RWLockBackend, key, token string, write bool, ttl, place time.Duration) fencelock.AcquireResult {
 	s.t.Helper()
-	req := fencelock.RWRequest{Write: write, Place: place, AcquireRequest: fencelock.AcquireRequest{
-		LockRef: s.ref(key, token), Owner: token, TTL: ttl}}
+	req := fencelock.RWRequest{Write: write, Place: place, Request: fencelock.AcquireRequest{
+		Ref: s.ref(key, token), Owner: token, TTL: ttl}}
 	res, err := rb.AcquireRW(ctx, req)
 	if err != nil {
 		s.t.Fatalf("AcquireRW(%s, token %s, write %v): %v", key, token, write, err)

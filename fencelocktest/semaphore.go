@@ -54,8 +54,8 @@ func (s *suite) permit(ctx context.Context, sb fencelock.SemaphoreBackend, key, 
 
 func (s *suite) permitFloor(ctx context.Context, sb fencelock.SemaphoreBackend, key, token string, permits int, ttl time.Duration, floor int64) fencelock.AcquireResult {
 	s.t.Helper()
-	req := fencelock.PermitRequest{Permits: permits, AcquireRequest: fencelock.AcquireRequest{
-		LockRef: s.ref(key, token), Owner: token, TTL: ttl, FenceFloor: floor}}
+	req := fencelock.PermitRequest{Permits: permits, Request: fencelock.AcquireRequest{
+		Ref: s.ref(key, token), Owner: token, TTL: ttl, FenceFloor: floor}}
 	res, err := sb.AcquirePermit(ctx, req)
 	if err != nil {
 		s.t.Fatalf("AcquirePermit(%s, token %s, %d permits): %v", key, token, permits, err)
@@ -212,8 +212,8 @@ func semApartFromLock(ctx context.Context, s *suite, sb fencelock.SemaphoreBacke
 // Fewer than one permit is an invalid argument, not a hang or a panic.
 func semBadPermits(ctx context.Context, s *suite, sb fencelock.SemaphoreBackend) {
 	for _, n := range []int{0, -1} {
-		_, err := sb.AcquirePermit(ctx, fencelock.PermitRequest{Permits: n, AcquireRequest: fencelock.AcquireRequest{
-			LockRef: s.ref("k", "a"), Owner: "a", TTL: time.Second}})
+		_, err := sb.AcquirePermit(ctx, fencelock.PermitRequest{Permits: n, Request: fencelock.AcquireRequest{
+			Ref: s.ref("k", "a"), Owner: "a", TTL: time.Second}})
 		if !errors.Is(err, fencelock.ErrInvalidArgument) {
 			s.t.Fatalf("AcquirePermit with %d permits: %v, want an error matching ErrInvalidArgument", n, err)
 		}

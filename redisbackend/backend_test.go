@@ -25,9 +25,9 @@ func newBackend(t *testing.T, opts ...redisbackend.Option) (*redisbackend.Backen
 
 func acquireReq(key, token, owner string, ttl time.Duration) fencelock.AcquireRequest {
 	return fencelock.AcquireRequest{
-		LockRef: fencelock.LockRef{Namespace: "t", Key: key, Token: token},
-		Owner:   owner,
-		TTL:     ttl,
+		Ref:   fencelock.LockRef{Namespace: "t", Key: key, Token: token},
+		Owner: owner,
+		TTL:   ttl,
 	}
 }
 
@@ -54,10 +54,10 @@ func TestAcquireRetryIsIdempotent(t *testing.T) {
 	if pttl := rdb.PTTL(ctx, "t:{k}:lock").Val(); pttl <= ttl/2 {
 		t.Fatalf("the retry did not restore the lease: PTTL %v", pttl)
 	}
-	if left, err := b.TTL(ctx, req.LockRef); err != nil || left <= ttl/2 {
+	if left, err := b.TTL(ctx, req.Ref); err != nil || left <= ttl/2 {
 		t.Fatalf("the retry did not restore the hold's lease: TTL %v %v", left, err)
 	}
-	res, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef})
+	res, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref})
 	if err != nil || !res.Held || res.Remaining != 0 {
 		t.Fatalf("release: %+v %v", res, err)
 	}
@@ -83,13 +83,13 @@ func TestReentryAndRetryOfReentry(t *testing.T) {
 	if other.Acquired || other.HolderTTL < 9*time.Second {
 		t.Fatalf("other owner: %+v", other)
 	}
-	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{LockRef: inner.LockRef}); !res.Held || res.Remaining != 1 {
+	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{Ref: inner.Ref}); !res.Held || res.Remaining != 1 {
 		t.Fatalf("inner release: %+v", res)
 	}
-	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{LockRef: inner.LockRef}); res.Held {
+	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{Ref: inner.Ref}); res.Held {
 		t.Fatalf("second release of the same hold: %+v, want not held", res)
 	}
-	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "r", Token: "a"}}); !res.Held || res.Remaining != 0 {
+	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "r", Token: "a"}}); !res.Held || res.Remaining != 0 {
 		t.Fatalf("outer release: %+v", res)
 	}
 }
@@ -187,7 +187,7 @@ func TestFenceCounterExpiry(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, "t:{e}:fence").Val(); ttl < 59*time.Minute || ttl > time.Hour {
 		t.Fatalf("counter PTTL %v, want about an hour", ttl)
 	}
-	b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "e", Token: "a"}})
+	b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "e", Token: "a"}})
 	rdb.Del(ctx, "t:{e}:fence") // as if it had expired
 	second, err := b.Acquire(ctx, acquireReq("e", "b", "b", time.Second))
 	if err != nil || second.Fence <= first.Fence {
@@ -250,7 +250,7 @@ func TestReleasePublishesOnlyWhenWaited(t *testing.T) {
 	}
 	rel := func(token string) {
 		t.Helper()
-		if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "pub", Token: token}}); err != nil {
+		if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "pub", Token: token}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -330,7 +330,7 @@ func TestAcquireNotifyWakesChangeWatchersOnly(t *testing.T) {
 	}
 	// The release that frees the lock wakes both watchers.
 	for _, token := range []string{"tok2", "tok1"} {
-		if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "k", Token: token}, Notify: true}); err != nil {
+		if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "k", Token: token}, Notify: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -413,7 +413,7 @@ func TestNotificationsDoNotHoldTheCaller(t *testing.T) {
 
 	rel := make(chan error, 1)
 	go func() {
-		_, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef, Notify: true})
+		_, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref, Notify: true})
 		rel <- err
 	}()
 	select {

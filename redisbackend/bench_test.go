@@ -380,10 +380,10 @@ func BenchmarkRenewBatch(b *testing.B) {
 	for i := range reqs {
 		ref := fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: fmt.Sprintf("renew-%d", i),
 			Token: fmt.Sprintf("token-%d-0123456789abcdef", i)}
-		if _, err := be.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref, Owner: ref.Token, TTL: time.Hour}); err != nil {
+		if _, err := be.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: ref.Token, TTL: time.Hour}); err != nil {
 			b.Fatal(err)
 		}
-		reqs[i] = fencelock.RenewRequest{LockRef: ref, TTL: 30 * time.Second}
+		reqs[i] = fencelock.RenewRequest{Ref: ref, TTL: 30 * time.Second}
 	}
 	for _, idle := range []time.Duration{0, time.Millisecond} {
 		b.Run("idle-"+idle.String(), func(b *testing.B) {

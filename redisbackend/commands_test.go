@@ -194,7 +194,7 @@ func TestGrantCommands(t *testing.T) {
 			}
 		}
 		release := func(ctx context.Context) error {
-			_, err := be.Release(ctx, fencelock.ReleaseRequest{LockRef: request(key, "holder").LockRef})
+			_, err := be.Release(ctx, fencelock.ReleaseRequest{Ref: request(key, "holder").Ref})
 			return err
 		}
 		if i == 0 {
@@ -232,7 +232,7 @@ func backendWithoutPubSub(t testing.TB) (*redis.Client, *redisbackend.Backend) {
 // request is the acquire request of token (also its owner) for key, with a
 // lease of a minute.
 func request(key, token string) fencelock.AcquireRequest {
-	return fencelock.AcquireRequest{LockRef: fencelock.LockRef{Key: key, Token: token}, Owner: token, TTL: time.Minute}
+	return fencelock.AcquireRequest{Ref: fencelock.LockRef{Key: key, Token: token}, Owner: token, TTL: time.Minute}
 }
 
 // The acquire scripts learn of a tombstone from the count of their first
@@ -246,7 +246,7 @@ func TestTombstoneToldApart(t *testing.T) {
 	ctx := context.Background()
 	tombstone := func(key, token string) {
 		t.Helper()
-		req := fencelock.ReleaseRequest{LockRef: request(key, token).LockRef, Tombstone: time.Minute}
+		req := fencelock.ReleaseRequest{Ref: request(key, token).Ref, Tombstone: time.Minute}
 		if _, err := be.Release(ctx, req); err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +288,7 @@ func TestTombstoneToldApart(t *testing.T) {
 								t.Fatal("head acquired a held lock")
 							}
 							if !held {
-								if _, err := be.Release(ctx, fencelock.ReleaseRequest{LockRef: request(key, "holder").LockRef}); err != nil {
+								if _, err := be.Release(ctx, fencelock.ReleaseRequest{Ref: request(key, "holder").Ref}); err != nil {
 									t.Fatal(err)
 								}
 							}

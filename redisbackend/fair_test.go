@@ -123,7 +123,7 @@ func TestFairTryAcquireRespectsLine(t *testing.T) {
 	if r, err := b.AcquireFair(ctx, waiter, time.Minute); err != nil || r.Acquired {
 		t.Fatalf("waiter: %+v %v, want refused and in line", r, err)
 	}
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: held.LockRef}); err != nil {
+	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: held.Ref}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -99,7 +99,7 @@ func TestInlineRequestsEndAtDeadline(t *testing.T) {
 	if err := rdb.Ping(bg).Err(); err != nil {
 		t.Fatal(err)
 	}
-	req := fencelock.AcquireRequest{LockRef: fencelock.LockRef{Namespace: "inline", Key: "k", Token: "t1"}, Owner: "t1", TTL: 10 * time.Second}
+	req := fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: "inline", Key: "k", Token: "t1"}, Owner: "t1", TTL: 10 * time.Second}
 
 	resume := proxy.StallReplies()
 	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)

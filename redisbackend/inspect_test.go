@@ -87,7 +87,7 @@ func TestInspectCountsLiveHolds(t *testing.T) {
 		t.Fatalf("short re-entry: %+v %v", res, err)
 	}
 	pollUntil(t, 20*time.Second, "the short hold's lease to lapse", func() bool {
-		_, err := b.TTL(ctx, short.LockRef)
+		_, err := b.TTL(ctx, short.Ref)
 		return errors.Is(err, fencelock.ErrNotHeld)
 	})
 	info, err = b.Inspect(ctx, "t", "order:42")

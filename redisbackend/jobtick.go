@@ -28,7 +28,7 @@ var undoTickClaimScript = newScript(luaScript("undo_tick_claim.lua"))
 // replica acknowledgement, a claim too few replicas acknowledged is
 // released and undone (UndoTickClaim), and fails as an acquire does.
 func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
-	if err := b.checkAcquire(req.AcquireRequest); err != nil {
+	if err := b.checkAcquire(req.Request); err != nil {
 		return fencelock.TickResult{}, err
 	}
 	if err := checkTick(req); err != nil {
@@ -37,7 +37,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 	k := keysFor(req.Namespace, req.Key)
 	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.TickResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token), k.tick()}
-		args := append([]any{req.Tick, ms(req.RecordLife)}, b.acquireArgs(k, req.AcquireRequest)...)
+		args := append([]any{req.Tick, ms(req.RecordLife)}, b.acquireArgs(k, req.Request)...)
 		if b.ack != nil {
 			return b.acquireTickAcked(ctx, keys, k, req, args)
 		}
@@ -48,7 +48,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 		return tickResult(reply)
 	})
 	if err == nil {
-		b.notifyAcquired(ctx, req.AcquireRequest, res.AcquireResult, k)
+		b.notifyAcquired(ctx, req.Request, res.Result, k)
 	}
 	return res, err
 }
@@ -132,5 +132,5 @@ func tickResult(reply []any) (fencelock.TickResult, error) {
 		vals[i] = n
 	}
 	res, err := acquireResult(vals)
-	return fencelock.TickResult{AcquireResult: res}, err
+	return fencelock.TickResult{Result: res}, err
 }

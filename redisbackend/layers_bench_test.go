@@ -88,11 +88,11 @@ func BenchmarkLayers(b *testing.B) {
 		{name: "backend", cycle: func() (time.Duration, time.Duration) {
 			ref := fencelock.LockRef{Key: "backend", Token: newToken()}
 			acquire := step(func(ctx context.Context) error {
-				_, err := backend.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref, Owner: ref.Token, TTL: benchTTL})
+				_, err := backend.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: ref.Token, TTL: benchTTL})
 				return err
 			})
 			release := step(func(ctx context.Context) error {
-				_, err := backend.Release(ctx, fencelock.ReleaseRequest{LockRef: ref})
+				_, err := backend.Release(ctx, fencelock.ReleaseRequest{Ref: ref})
 				return err
 			})
 			return acquire, release

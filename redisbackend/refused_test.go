@@ -68,23 +68,23 @@ func TestRefusalsMatchErrMisconfigured(t *testing.T) {
 	for _, err := range errs {
 		wantRefused(t, "concurrent Acquire", err)
 	}
-	_, err = b.Release(ctx, fencelock.ReleaseRequest{LockRef: held.LockRef})
+	_, err = b.Release(ctx, fencelock.ReleaseRequest{Ref: held.Ref})
 	wantRefused(t, "Release", err)
-	_, err = b.TTL(ctx, held.LockRef)
+	_, err = b.TTL(ctx, held.Ref)
 	wantRefused(t, "TTL", err)
-	one, err := b.Renew(ctx, []fencelock.RenewRequest{{LockRef: held.LockRef, TTL: 10 * time.Second}})
+	one, err := b.Renew(ctx, []fencelock.RenewRequest{{Ref: held.Ref, TTL: 10 * time.Second}})
 	if err == nil && len(one) == 1 {
 		err = one[0].Err
 	}
 	wantRefused(t, "Renew of one lock", err)
-	many, err := b.Renew(ctx, []fencelock.RenewRequest{{LockRef: held.LockRef, TTL: 10 * time.Second}, {LockRef: held.LockRef, TTL: 10 * time.Second}})
+	many, err := b.Renew(ctx, []fencelock.RenewRequest{{Ref: held.Ref, TTL: 10 * time.Second}, {Ref: held.Ref, TTL: 10 * time.Second}})
 	if err == nil && len(many) == 2 {
 		err = errors.Join(many[0].Err, many[1].Err)
 	}
 	wantRefused(t, "Renew of two locks", err)
-	_, err = b.AcquirePermit(ctx, fencelock.PermitRequest{AcquireRequest: acquireReq("s", "p", "p", 10*time.Second), Permits: 2})
+	_, err = b.AcquirePermit(ctx, fencelock.PermitRequest{Request: acquireReq("s", "p", "p", 10*time.Second), Permits: 2})
 	wantRefused(t, "AcquirePermit", err)
-	_, err = b.AcquireRW(ctx, fencelock.RWRequest{AcquireRequest: acquireReq("rw", "w", "w", 10*time.Second), Write: true})
+	_, err = b.AcquireRW(ctx, fencelock.RWRequest{Request: acquireReq("rw", "w", "w", 10*time.Second), Write: true})
 	wantRefused(t, "AcquireRW", err)
 	_, err = b.AcquireFair(ctx, acquireReq("f", "f", "f", 10*time.Second), time.Second)
 	wantRefused(t, "AcquireFair", err)
@@ -112,7 +112,7 @@ func TestWatchRefused(t *testing.T) {
 	}
 	servertest.SetRedisUser(t, admin, "locker", "resetchannels")
 	// The script's PUBLISH is refused after its release was applied.
-	_, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: held.LockRef})
+	_, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: held.Ref})
 	wantRefused(t, "Release that publishes", err)
 	if errors.Is(err, fencelock.ErrNotSent) {
 		t.Errorf("Release that publishes: %v matches ErrNotSent, though the script ran up to its PUBLISH", err)

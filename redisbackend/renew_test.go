@@ -24,17 +24,17 @@ func TestRenewBatchOneScript(t *testing.T) {
 	var reqs []fencelock.RenewRequest
 	for i := range n {
 		r := ref("held-"+string(rune('A'+i)), "tok")
-		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{LockRef: r, Owner: "tok", TTL: 5 * time.Second}); err != nil || !res.Acquired {
+		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: r, Owner: "tok", TTL: 5 * time.Second}); err != nil || !res.Acquired {
 			t.Fatalf("Acquire: %+v %v", res, err)
 		}
-		reqs = append(reqs, fencelock.RenewRequest{LockRef: r, TTL: ttl})
+		reqs = append(reqs, fencelock.RenewRequest{Ref: r, TTL: ttl})
 	}
 	if err := rdb.Set(ctx, "rn:{wrongtype}:lock", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	reqs = append(reqs,
-		fencelock.RenewRequest{LockRef: ref("never-held", "tok"), TTL: ttl},
-		fencelock.RenewRequest{LockRef: ref("wrongtype", "tok"), TTL: ttl})
+		fencelock.RenewRequest{Ref: ref("never-held", "tok"), TTL: ttl},
+		fencelock.RenewRequest{Ref: ref("wrongtype", "tok"), TTL: ttl})
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
 	}
 	take := func(r fencelock.LockRef, ttl time.Duration) {
 		t.Helper()
-		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{LockRef: r, Owner: "o", TTL: ttl}); err != nil || !res.Acquired {
+		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: r, Owner: "o", TTL: ttl}); err != nil || !res.Acquired {
 			t.Fatalf("Acquire %v: %+v %v", r, res, err)
 		}
 	}
@@ -92,9 +92,9 @@ func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
 	for _, batch := range []bool{true, false} {
 		renew := func(r fencelock.LockRef, ttl time.Duration) {
 			t.Helper()
-			reqs := []fencelock.RenewRequest{{LockRef: r, TTL: ttl}}
+			reqs := []fencelock.RenewRequest{{Ref: r, TTL: ttl}}
 			if batch {
-				reqs = append(reqs, fencelock.RenewRequest{LockRef: other, TTL: time.Hour})
+				reqs = append(reqs, fencelock.RenewRequest{Ref: other, TTL: time.Hour})
 			}
 			res, err := b.Renew(ctx, reqs)
 			if err != nil || !res[0].Held {

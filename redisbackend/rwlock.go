@@ -22,7 +22,7 @@ var rwAcquireScript = newScript(luaScript("rw_acquire.lua"))
 
 // AcquireRW implements fencelock.RWLockBackend.
 func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (fencelock.AcquireResult, error) {
-	if err := b.checkAcquire(req.AcquireRequest); err != nil {
+	if err := b.checkAcquire(req.Request); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Place != 0 {

@@ -20,7 +20,7 @@ var semAcquireScript = newScript(luaScript("sem_acquire.lua"))
 
 // AcquirePermit implements fencelock.SemaphoreBackend.
 func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (fencelock.AcquireResult, error) {
-	if err := b.checkAcquire(req.AcquireRequest); err != nil {
+	if err := b.checkAcquire(req.Request); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Permits < 1 {

@@ -282,7 +282,7 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 	holder := "a0"
 	for i := 1; ; i++ {
 		next := acquireReq("k", "a"+string(rune('0'+i)), "a"+string(rune('0'+i)), ttl)
-		rel, got, err := a.ReleaseHandOff(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "k", Token: holder}}, next)
+		rel, got, err := a.ReleaseHandOff(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "k", Token: holder}}, next)
 		if err != nil || !rel.Held {
 			t.Fatalf("release %d: %+v, %v", i, rel, err)
 		}
@@ -312,7 +312,7 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 	// a got in line again when it yielded: the other process's release
 	// wakes it (and puts the other process, which still watches, in line
 	// behind it), and a's attempt takes the lock.
-	rel, err := other.Release(ctx, fencelock.ReleaseRequest{LockRef: fencelock.LockRef{Namespace: "t", Key: "k", Token: "o"}})
+	rel, err := other.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "k", Token: "o"}})
 	if err != nil || !rel.Held || !rel.Yielded {
 		t.Fatalf("the other process's release: %+v, %v; want released, yielding to a", rel, err)
 	}

@@ -23,7 +23,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 	if invalid != nil {
 		return fencelock.TickResult{}, invalid
 	}
-	poisoned := b.poisoned.get(req.LockRef)
+	poisoned := b.poisoned.get(req.Ref)
 	type claim struct{ tick, token string }
 	claims := map[claim]int{}
 	var top claim
@@ -56,23 +56,23 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 	}
 	acquired := make([]answer[fencelock.AcquireResult], len(answers))
 	for i, a := range answers {
-		acquired[i] = answer[fencelock.AcquireResult]{a.val.AcquireResult, a.err}
+		acquired[i] = answer[fencelock.AcquireResult]{a.val.Result, a.err}
 	}
 	if len(granted) >= b.quorum {
-		if err := b.raise(ctx, req.AcquireRequest, granted, fence); err != nil {
-			b.undoClaims(req.AcquireRequest, acquired)
+		if err := b.raise(ctx, req.Request, granted, fence); err != nil {
+			b.undoClaims(req.Request, acquired)
 			return fencelock.TickResult{}, err
 		}
-		return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}}, nil
+		return fencelock.TickResult{Result: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}}, nil
 	}
-	b.undoClaims(req.AcquireRequest, acquired)
+	b.undoClaims(req.Request, acquired)
 	if topCount >= b.quorum {
 		return fencelock.TickResult{Claimed: true, LastTick: top.tick, LastToken: top.token}, nil
 	}
 	if len(granted)+unknown >= b.quorum {
 		return fencelock.TickResult{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
 	}
-	return fencelock.TickResult{AcquireResult: holder}, nil
+	return fencelock.TickResult{Result: holder}, nil
 }
 
 // undoClaims is undo for a tick acquisition: on each master that granted
@@ -85,7 +85,7 @@ func (b *Backend) undoClaims(req fencelock.AcquireRequest, answers []answer[fenc
 		if a := answers[i]; a.err != nil || !a.val.Acquired {
 			return struct{}{}, nil
 		}
-		if _, err := n.b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef}); err != nil {
+		if _, err := n.b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref}); err != nil {
 			return struct{}{}, err
 		}
 		_, err := n.b.UndoTickClaim(ctx, req.Namespace, req.Key, req.Token)
@@ -97,5 +97,5 @@ func (b *Backend) undoClaims(req fencelock.AcquireRequest, answers []answer[fenc
 			late = append(late, i)
 		}
 	}
-	b.poisoned.add(req.LockRef, len(b.nodes), late)
+	b.poisoned.add(req.Ref, len(b.nodes), late)
 }

@@ -24,8 +24,8 @@ import (
 // tickReq is an attempt of token for tick on the lock "job".
 func tickReq(token, tick string) fencelock.TickRequest {
 	return fencelock.TickRequest{
-		AcquireRequest: fencelock.AcquireRequest{LockRef: fencelock.LockRef{Namespace: "ns", Key: "job", Token: token}, Owner: token, TTL: 10 * time.Second},
-		Tick:           tick, RecordLife: time.Minute,
+		Request: fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: "ns", Key: "job", Token: token}, Owner: token, TTL: 10 * time.Second},
+		Tick:    tick, RecordLife: time.Minute,
 	}
 }
 
@@ -39,7 +39,7 @@ func claimOn(t *testing.T, ctx context.Context, clients []redis.UniversalClient,
 		if err != nil || !res.Acquired {
 			t.Fatalf("claim of %s by %s on a master: %+v, %v", tick, token, res, err)
 		}
-		if _, err := b.Release(ctx, fencelock.ReleaseRequest{LockRef: tickReq(token, tick).LockRef}); err != nil {
+		if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: tickReq(token, tick).Ref}); err != nil {
 			t.Fatal(err)
 		}
 		b.Close()

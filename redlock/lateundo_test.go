@@ -76,7 +76,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 		return fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "k", Token: token}
 	}
 	req := func(token string) fencelock.AcquireRequest {
-		return fencelock.AcquireRequest{LockRef: ref(token), Owner: token, TTL: time.Minute}
+		return fencelock.AcquireRequest{Ref: ref(token), Owner: token, TTL: time.Minute}
 	}
 	heldOn := func(b *redisbackend.Backend, token string) bool {
 		t.Helper()
@@ -133,7 +133,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	// reaches A on a new connection: A (still holding t1) and B grant, C
 	// refuses.
 	aViaProxy.Store(false)
-	if res, err := onB.Release(ctx, fencelock.ReleaseRequest{LockRef: ref("t2")}); err != nil || !res.Held {
+	if res, err := onB.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t2")}); err != nil || !res.Held {
 		t.Fatalf("t2 release on B: %+v %v", res, err)
 	}
 	r2, err := b1.Acquire(ctx, req("t1"))
@@ -150,7 +150,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 
 	// t2 lets go of C, and a third client tries: it must not get a majority
 	// while t1 believes it holds one.
-	if res, err := onC.Release(ctx, fencelock.ReleaseRequest{LockRef: ref("t2")}); err != nil || !res.Held {
+	if res, err := onC.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t2")}); err != nil || !res.Held {
 		t.Fatalf("t2 release on C: %+v %v", res, err)
 	}
 	r3, err := b3.Acquire(ctx, req("t3"))
@@ -163,7 +163,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	if r2.Acquired {
 		return
 	}
-	if _, err := b3.Release(ctx, fencelock.ReleaseRequest{LockRef: ref("t3")}); err != nil {
+	if _, err := b3.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t3")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -180,7 +180,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	if err := direct[2].FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	renewed, err := b1.Renew(ctx, []fencelock.RenewRequest{{LockRef: ref("t1"), TTL: time.Minute}})
+	renewed, err := b1.Renew(ctx, []fencelock.RenewRequest{{Ref: ref("t1"), TTL: time.Minute}})
 	if err != nil || len(renewed) != 1 {
 		t.Fatalf("renew: %+v %v", renewed, err)
 	}
@@ -192,7 +192,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	}
 
 	// Releasing t1 forgets A's mark: were t1 acquired again, A would count.
-	if _, err := b1.Release(ctx, fencelock.ReleaseRequest{LockRef: ref("t1")}); err != nil {
+	if _, err := b1.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t1")}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := b1.Acquire(ctx, req("t1")); err != nil || !r.Acquired {
@@ -201,7 +201,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	if err := direct[2].FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	renewed, err = b1.Renew(ctx, []fencelock.RenewRequest{{LockRef: ref("t1"), TTL: time.Minute}})
+	renewed, err = b1.Renew(ctx, []fencelock.RenewRequest{{Ref: ref("t1"), TTL: time.Minute}})
 	if err != nil || len(renewed) != 1 || !renewed[0].Held {
 		t.Fatalf("renew of t1 held by A and B after its release forgot A's mark: %+v %v, want held", renewed, err)
 	}

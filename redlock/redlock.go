@@ -299,7 +299,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	if invalid != nil {
 		return fencelock.AcquireResult{}, invalid
 	}
-	poisoned := b.poisoned.get(req.LockRef)
+	poisoned := b.poisoned.get(req.Ref)
 	var granted []int
 	var fence int64
 	holds := 0
@@ -383,7 +383,7 @@ func (b *Backend) undo(req fencelock.AcquireRequest, answers []answer[fencelock.
 		if a := answers[i]; a.err != nil || !a.val.Acquired {
 			return fencelock.ReleaseResult{}, nil
 		}
-		return n.b.Release(ctx, fencelock.ReleaseRequest{LockRef: req.LockRef})
+		return n.b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref})
 	})
 	var late []int
 	for i, r := range released {
@@ -391,7 +391,7 @@ func (b *Backend) undo(req fencelock.AcquireRequest, answers []answer[fencelock.
 			late = append(late, i)
 		}
 	}
-	b.poisoned.add(req.LockRef, len(b.nodes), late)
+	b.poisoned.add(req.Ref, len(b.nodes), late)
 }
 
 // Release implements fencelock.Backend: it releases the hold on every
@@ -400,7 +400,7 @@ func (b *Backend) undo(req fencelock.AcquireRequest, answers []answer[fencelock.
 // the masters whose undo release of the token was not confirmed (undo): the
 // Client makes no further acquire or renewal with a token it released.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	defer b.poisoned.forget(req.LockRef)
+	defer b.poisoned.forget(req.Ref)
 	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.ReleaseResult, error) {
 		return n.b.Release(ctx, req)
 	})
@@ -451,7 +451,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	}
 	results := make([]fencelock.RenewResult, len(reqs))
 	for i := range reqs {
-		poisoned := b.poisoned.get(reqs[i].LockRef)
+		poisoned := b.poisoned.get(reqs[i].Ref)
 		held, unknown := 0, 0
 		var lockErrs []error
 		for j, a := range answers {

@@ -254,7 +254,7 @@ func TestValidityReported(t *testing.T) {
 	if d := lk.Deadline(); d.Before(before.Add(local)) || d.After(after.Add(local)) {
 		t.Fatalf("deadline %v after the acquire began (it took %v), want 90%% of the validity, %v", d.Sub(before), after.Sub(before), local)
 	}
-	res, err := b.Renew(ctx, []fencelock.RenewRequest{{LockRef: fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "k", Token: lk.Token()}, TTL: ttl}})
+	res, err := b.Renew(ctx, []fencelock.RenewRequest{{Ref: fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "k", Token: lk.Token()}, TTL: ttl}})
 	if err != nil || len(res) != 1 || !res[0].Held || res[0].Validity != b.Validity(ttl) {
 		t.Fatalf("renew: %+v %v, want held with validity %v", res, err, b.Validity(ttl))
 	}

@@ -41,14 +41,14 @@ func (l *backendAloneLocker) cycle(ctx context.Context, key string, inside func(
 	}
 	ref := fencelock.LockRef{Key: key, Token: token}
 	err = pollUntil(ctx, func() (bool, error) {
-		res, err := l.backend.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref, Owner: token, TTL: l.ttl})
+		res, err := l.backend.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: token, TTL: l.ttl})
 		return res.Acquired, err
 	})
 	if err != nil {
 		return err
 	}
 	inside()
-	res, err := l.backend.Release(ctx, fencelock.ReleaseRequest{LockRef: ref})
+	res, err := l.backend.Release(ctx, fencelock.ReleaseRequest{Ref: ref})
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func (b *Backend) AcquireFairGrant(ctx context.Context, req fencelock.AcquireReq
 }
 
 func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest, placeLease, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Owner == "" {
@@ -130,7 +130,7 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		}
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		l := b.lockFor(id)
 		l.prune(now)
 		f := &b.fair

@@ -21,7 +21,7 @@ type tickRecord struct {
 // AcquireTick implements fencelock.JobTickBackend. It counts as an Acquire
 // call, and Acquire's faults hit it.
 func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.TickResult{}, err
 	}
 	if req.Owner == "" {
@@ -37,21 +37,21 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "record life", Value: req.RecordLife, Reason: "must be positive"}
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.TickResult, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		l := b.lockFor(id)
 		l.prune(now)
 		if _, ok := l.tombstones[req.Token]; ok {
-			return fencelock.TickResult{AcquireResult: fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}}, nil
+			return fencelock.TickResult{Result: fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}}, nil
 		}
 		if r := l.record; !r.end.IsZero() && r.tick >= req.Tick && (r.tick != req.Tick || r.token != req.Token) {
 			return fencelock.TickResult{Claimed: true, LastTick: r.tick, LastToken: r.token}, nil
 		}
-		res := l.acquire(now, req.AcquireRequest)
+		res := l.acquire(now, req.Request)
 		if res.Acquired {
 			l.record = tickRecord{tick: req.Tick, token: req.Token, end: now.Add(req.RecordLife)}
 		}
-		b.acquiredLocked(id, req.AcquireRequest, res)
-		return fencelock.TickResult{AcquireResult: res}, nil
+		b.acquiredLocked(id, req.Request, res)
+		return fencelock.TickResult{Result: res}, nil
 	})
 }
 

@@ -1,13 +1,15 @@
-// Package memorybackend is an in-memory fencelock.Backend for tests: of the
-// Client's timing and failure handling, under testing/synctest, and of
-// anything else that needs a lock store without a server.
+// Package memorybackend is an in-memory driver.Store (and fencelock.Backend)
+// for tests: of the Client's timing and failure handling, under
+// testing/synctest, and of anything else that needs a lock store without a
+// server. It keeps every kind of hold and has every capability.
 //
 // It keeps the Backend contract of the fencelock package (per-hold leases,
 // release tombstones, fences that strictly increase, one attempt per call)
-// and checks it with fencelocktest.Run, like the Redis backend. Time is
-// time.Now and Go timers only, so inside a synctest bubble leases, delays
-// and context deadlines all run on the bubble's fake clock: a test advances
-// time by sleeping, and nothing in the backend waits for real time.
+// and checks it with fencelocktest.Run and drivertest.Run, like the Redis
+// backend. Time is time.Now and Go timers only, so inside a synctest bubble
+// leases, delays and context deadlines all run on the bubble's fake clock:
+// a test advances time by sleeping, and nothing in the backend waits for
+// real time.
 //
 // What it adds over a real server is fault injection on demand, for the
 // failures a Client must survive but a real server cannot produce at a
@@ -45,6 +47,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Errors a call can return besides the context's error and argument errors.
@@ -175,9 +178,20 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Acquire implements fencelock.Backend.
+// Acquire implements driver.Store (and fencelock.Backend, for a plain
+// lock): a semaphore's permit or a read-write lock's hold as AcquirePermit
+// and AcquireRW take them.
 func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	switch req.Kind {
+	case driver.KindLock:
+	case driver.KindSemaphore:
+		return b.AcquirePermit(ctx, fencelock.PermitRequest{Request: req, Permits: req.Permits})
+	case driver.KindRead, driver.KindWrite:
+		return b.AcquireRW(ctx, fencelock.RWRequest{Request: req, Write: req.Kind == driver.KindWrite, Place: req.Place})
+	default:
+		return fencelock.AcquireResult{}, unsupportedKind(req.Kind)
+	}
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Owner == "" {
@@ -187,7 +201,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 		return fencelock.AcquireResult{}, err
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		res := b.lockFor(id).acquire(now, req)
 		b.acquiredLocked(id, req, res)
 		return res, nil
@@ -208,11 +222,18 @@ func (b *Backend) acquiredLocked(id lockID, req fencelock.AcquireRequest, res fe
 // frees the lock: the first fair waiter in line only, if there is one
 // (fair.go). A token that held nothing leaves the line of fair waiters.
 func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	switch req.Kind {
+	case driver.KindLock:
+	case driver.KindSemaphore, driver.KindRead, driver.KindWrite:
+		return b.releaseHold(ctx, req.Kind != driver.KindSemaphore, req)
+	default:
+		return fencelock.ReleaseResult{}, unsupportedKind(req.Kind)
+	}
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
 	return do(b, ctx, Release, func(now time.Time) (fencelock.ReleaseResult, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		res, freed := b.lockFor(id).release(now, req)
 		b.afterRelease(id, now, req.Token, res.Held, freed)
 		return res, nil
@@ -226,10 +247,10 @@ var _ fencelock.HandOffBackend = (*Backend)(nil)
 // refused while it was held, and no fair waiter is in line. The call counts
 // as a Release; DisableHandOff makes it release only.
 func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseRequest, next fencelock.AcquireRequest) (fencelock.ReleaseResult, fencelock.AcquireResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
 	}
-	if err := checkRef(next.LockRef); err != nil {
+	if err := checkRef(next.Ref); err != nil {
 		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
 	}
 	if next.Namespace != req.Namespace || next.Key != req.Key || next.Owner != next.Token {
@@ -245,7 +266,7 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 		acq fencelock.AcquireResult
 	}
 	r, err := do(b, ctx, Release, func(now time.Time) (both, error) {
-		id := idOf(req.LockRef)
+		id := idOf(req.Ref)
 		l := b.lockFor(id)
 		waited := l.waited
 		rel, freed := l.release(now, req)
@@ -282,14 +303,17 @@ func (b *Backend) HandOffs() int {
 	return b.handedOff
 }
 
-// Renew implements fencelock.Backend: the batch is one call, applied in one
-// step. Every request is checked before anything is sent: an invalid one
+// Renew implements driver.Store (and fencelock.Backend): the batch, which
+// may mix kinds of hold, is one call, applied in one step. Every request is checked before anything is sent: an invalid one
 // fails the whole batch with an InvalidArgumentError. RenewResult.Err is
 // never set (the store has no per-lock failures). An empty batch makes no
 // call.
 func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
 	for _, r := range reqs {
-		if err := checkRef(r.LockRef); err != nil {
+		if r.Kind > driver.KindWrite {
+			return nil, unsupportedKind(r.Kind)
+		}
+		if err := checkRef(r.Ref); err != nil {
 			return nil, err
 		}
 		if err := checkTTL(r.TTL); err != nil {
@@ -306,7 +330,11 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	return do(b, ctx, Renew, func(now time.Time) ([]fencelock.RenewResult, error) {
 		results := make([]fencelock.RenewResult, len(reqs))
 		for i, r := range reqs {
-			if l := b.locks[idOf(r.LockRef)]; l != nil {
+			if r.Kind != driver.KindLock {
+				if s := b.holds.sets[holdIDOf(r.Kind != driver.KindSemaphore, r.Ref)]; s != nil {
+					results[i].Held = s.renew(now, r)
+				}
+			} else if l := b.locks[idOf(r.Ref)]; l != nil {
 				results[i].Held = l.renew(now, r)
 			}
 		}
@@ -317,6 +345,13 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 // TTL implements fencelock.Backend: the remaining lease of the hold itself
 // (not of the lock), or an error matching fencelock.ErrNotHeld.
 func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+	switch ref.Kind {
+	case driver.KindLock:
+	case driver.KindSemaphore, driver.KindRead, driver.KindWrite:
+		return b.holdTTL(ctx, ref.Kind != driver.KindSemaphore, ref)
+	default:
+		return 0, unsupportedKind(ref.Kind)
+	}
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}

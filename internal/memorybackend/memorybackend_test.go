@@ -29,7 +29,7 @@ func acquireReq(token, owner string, ttl time.Duration) fencelock.AcquireRequest
 	if owner == "" {
 		owner = token
 	}
-	return fencelock.AcquireRequest{LockRef: ref("k", token), Owner: owner, TTL: ttl}
+	return fencelock.AcquireRequest{Ref: ref("k", token), Owner: owner, TTL: ttl}
 }
 
 // mustAcquire makes one acquire attempt that must not fail.
@@ -120,7 +120,7 @@ func TestTombstoneRefusesLateAcquire(t *testing.T) {
 			t.Fatalf("delayed acquire: %v, want DeadlineExceeded", err)
 		}
 		// The caller gives up and asks for a tombstone: nothing to release.
-		rel, err := b.Release(t.Context(), fencelock.ReleaseRequest{LockRef: ref("k", "late"), Tombstone: 5 * time.Second})
+		rel, err := b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "late"), Tombstone: 5 * time.Second})
 		if err != nil || rel.Held {
 			t.Fatalf("release of the in-flight token: %+v %v, want not held", rel, err)
 		}
@@ -138,7 +138,7 @@ func TestTombstoneRefusesLateAcquire(t *testing.T) {
 		if res := mustAcquire(t, b, "other", "", time.Second); !res.Acquired || res.Fence != 1 {
 			t.Fatalf("acquire by another token: %+v, want acquired with fence 1", res)
 		}
-		b.Release(t.Context(), fencelock.ReleaseRequest{LockRef: ref("k", "other")})
+		b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "other")})
 
 		// Until the tombstone ends, the token is refused; then it is not.
 		time.Sleep(4*time.Second - time.Nanosecond)
@@ -187,7 +187,7 @@ func TestReplyDelay(t *testing.T) {
 			t.Fatalf("state: %+v, want a holding since 1s ago", st)
 		}
 		start := time.Now()
-		rel, err := b.Release(t.Context(), fencelock.ReleaseRequest{LockRef: ref("k", "a")})
+		rel, err := b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")})
 		if err != nil || !rel.Held || time.Since(start) != 3*time.Second {
 			t.Fatalf("release with a slow reply: %+v %v after %v, want held after 3s", rel, err, time.Since(start))
 		}
@@ -222,7 +222,7 @@ func TestRefuse(t *testing.T) {
 		// request never lands.
 		b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true, RequestDelay: 5 * time.Second, Times: 1})
 		start := time.Now()
-		_, err := b.Renew(t.Context(), []fencelock.RenewRequest{{LockRef: ref("k", "a"), TTL: time.Minute}})
+		_, err := b.Renew(t.Context(), []fencelock.RenewRequest{{Ref: ref("k", "a"), TTL: time.Minute}})
 		if !errors.Is(err, memorybackend.ErrRefused) || time.Since(start) != 5*time.Second {
 			t.Fatalf("renewal into a partition: %v after %v, want ErrRefused after 5s", err, time.Since(start))
 		}
@@ -250,7 +250,7 @@ func TestLoseReply(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Stop()
-		if _, err := b.Release(t.Context(), fencelock.ReleaseRequest{LockRef: ref("k", "a")}); !errors.Is(err, memorybackend.ErrReplyLost) {
+		if _, err := b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")}); !errors.Is(err, memorybackend.ErrReplyLost) {
 			t.Fatalf("release with a lost reply: %v", err)
 		}
 		select {
@@ -412,9 +412,9 @@ func TestPerHoldLeases(t *testing.T) {
 			t.Fatalf("holds after the inner lease ended: %+v", st.Holds)
 		}
 		res, err := b.Renew(t.Context(), []fencelock.RenewRequest{
-			{LockRef: ref("k", "inner"), TTL: time.Minute},
-			{LockRef: ref("k", "outer"), TTL: 2 * time.Second},
-			{LockRef: ref("other", "outer"), TTL: time.Minute},
+			{Ref: ref("k", "inner"), TTL: time.Minute},
+			{Ref: ref("k", "outer"), TTL: 2 * time.Second},
+			{Ref: ref("other", "outer"), TTL: time.Minute},
 		})
 		if err != nil || len(res) != 3 || res[0].Held || !res[1].Held || res[2].Held {
 			t.Fatalf("renew batch: %+v %v, want [not held, held, not held]", res, err)
@@ -461,7 +461,7 @@ func TestDelete(t *testing.T) {
 			t.Fatal("notified of a Delete")
 		default:
 		}
-		if r, _ := b.Renew(t.Context(), []fencelock.RenewRequest{{LockRef: ref("k", "a"), TTL: time.Minute}}); r[0].Held {
+		if r, _ := b.Renew(t.Context(), []fencelock.RenewRequest{{Ref: ref("k", "a"), TTL: time.Minute}}); r[0].Held {
 			t.Fatal("renewed a deleted lock")
 		}
 		if res := mustAcquire(t, b, "b", "", time.Second); res.Fence != 2 {
@@ -480,7 +480,7 @@ func TestWatch(t *testing.T) {
 	}
 	for range 3 {
 		mustAcquire(t, b, "a", "", time.Minute)
-		b.Release(t.Context(), fencelock.ReleaseRequest{LockRef: ref("k", "a")})
+		b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")})
 	}
 	<-w.C
 	select {
@@ -491,7 +491,7 @@ func TestWatch(t *testing.T) {
 	w.Stop()
 	w.Stop()
 	mustAcquire(t, b, "a", "", time.Minute)
-	b.Release(t.Context(), fencelock.ReleaseRequest{LockRef: ref("k", "a")})
+	b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")})
 	select {
 	case <-w.C:
 		t.Fatal("a stopped watch was notified")
@@ -511,17 +511,17 @@ func TestInvalidArguments(t *testing.T) {
 			t.Errorf("%s: %v, want an InvalidArgumentError for %s %v", what, err, name, value)
 		}
 	}
-	_, err := b.Acquire(ctx, fencelock.AcquireRequest{LockRef: fencelock.LockRef{Token: "t"}, Owner: "t", TTL: time.Second})
+	_, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: fencelock.LockRef{Token: "t"}, Owner: "t", TTL: time.Second})
 	check("acquire with an empty key", err, "key", "")
 	_, err = b.Acquire(ctx, acquireReq("t", "", 0))
 	check("acquire with ttl 0", err, "ttl", time.Duration(0))
 	_, err = b.Acquire(ctx, acquireReq("t", "", -time.Second))
 	check("acquire with a negative ttl", err, "ttl", -time.Second)
-	_, err = b.Acquire(ctx, fencelock.AcquireRequest{LockRef: ref("k", ""), Owner: "o", TTL: time.Second})
+	_, err = b.Acquire(ctx, fencelock.AcquireRequest{Ref: ref("k", ""), Owner: "o", TTL: time.Second})
 	check("acquire with an empty token", err, "token", "")
-	_, err = b.Release(ctx, fencelock.ReleaseRequest{LockRef: ref("", "t")})
+	_, err = b.Release(ctx, fencelock.ReleaseRequest{Ref: ref("", "t")})
 	check("release with an empty key", err, "key", "")
-	_, err = b.Renew(ctx, []fencelock.RenewRequest{{LockRef: ref("k", "t"), TTL: time.Second}, {LockRef: ref("k", "t")}})
+	_, err = b.Renew(ctx, []fencelock.RenewRequest{{Ref: ref("k", "t"), TTL: time.Second}, {Ref: ref("k", "t")}})
 	check("renew with ttl 0", err, "ttl", time.Duration(0))
 	_, err = b.TTL(ctx, ref("", "t"))
 	check("TTL with an empty key", err, "key", "")

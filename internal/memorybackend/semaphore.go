@@ -126,11 +126,11 @@ func (s *holdSet) acquirePermit(now time.Time, req fencelock.PermitRequest) fenc
 	if _, ok := s.tombstones[req.Token]; ok {
 		return fencelock.AcquireResult{HolderTTL: waitFor(first, now)}
 	}
-	if res, ok := s.retry(now, req.AcquireRequest); ok {
+	if res, ok := s.retry(now, req.Request); ok {
 		return res
 	}
 	if len(s.holds) < req.Permits {
-		return s.take(now, req.AcquireRequest)
+		return s.take(now, req.Request)
 	}
 	return fencelock.AcquireResult{HolderTTL: waitFor(first, now)}
 }
@@ -147,14 +147,14 @@ func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.Ac
 		s.dropPlaces(req.Token)
 		return fencelock.AcquireResult{HolderTTL: waitFor(last, now)}
 	}
-	if res, ok := s.retry(now, req.AcquireRequest); ok {
+	if res, ok := s.retry(now, req.Request); ok {
 		return res
 	}
 	if req.Write {
 		if len(s.holds) == 0 && len(s.admitted) == 0 {
 			s.dropPlaces(req.Token)
 			s.writer = req.Token
-			return s.take(now, req.AcquireRequest)
+			return s.take(now, req.Request)
 		}
 		if req.Place > 0 {
 			s.intents[req.Token] = now.Add(req.Place)
@@ -170,7 +170,7 @@ func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.Ac
 	_, admitted := s.admitted[req.Token]
 	if s.writer == "" && (admitted || len(s.intents) == 0) {
 		s.dropPlaces(req.Token)
-		return s.take(now, req.AcquireRequest)
+		return s.take(now, req.Request)
 	}
 	if req.Place > 0 {
 		s.readers[req.Token] = now.Add(req.Place)
@@ -241,27 +241,27 @@ func (s *holdSet) renew(now time.Time, req fencelock.RenewRequest) bool {
 
 // AcquirePermit implements fencelock.SemaphoreBackend.
 func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (fencelock.AcquireResult, error) {
-	if err := checkHoldAcquire(req.AcquireRequest); err != nil {
+	if err := checkHoldAcquire(req.Request); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Permits < 1 {
 		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "semaphore permits", Value: req.Permits, Reason: "must be at least 1"}
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
-		return b.holds.set(holdIDOf(false, req.LockRef)).acquirePermit(now, req), nil
+		return b.holds.set(holdIDOf(false, req.Ref)).acquirePermit(now, req), nil
 	})
 }
 
 // AcquireRW implements fencelock.RWLockBackend.
 func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (fencelock.AcquireResult, error) {
-	if err := checkHoldAcquire(req.AcquireRequest); err != nil {
+	if err := checkHoldAcquire(req.Request); err != nil {
 		return fencelock.AcquireResult{}, err
 	}
 	if req.Place < 0 {
 		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
 	}
 	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
-		return b.holds.set(holdIDOf(true, req.LockRef)).acquireRW(now, req), nil
+		return b.holds.set(holdIDOf(true, req.Ref)).acquireRW(now, req), nil
 	})
 }
 
@@ -279,11 +279,11 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 }
 
 func (b *Backend) releaseHold(ctx context.Context, rw bool, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return fencelock.ReleaseResult{}, err
 	}
 	return do(b, ctx, Release, func(now time.Time) (fencelock.ReleaseResult, error) {
-		id := holdIDOf(rw, req.LockRef)
+		id := holdIDOf(rw, req.Ref)
 		res, wake := b.holds.set(id).release(now, rw, req)
 		if wake {
 			for c := range b.holds.watchers[id] {
@@ -311,7 +311,7 @@ func (b *Backend) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) ([
 
 func (b *Backend) renewHolds(ctx context.Context, rw bool, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
 	for _, r := range reqs {
-		if err := checkRef(r.LockRef); err != nil {
+		if err := checkRef(r.Ref); err != nil {
 			return nil, err
 		}
 		if err := checkTTL(r.TTL); err != nil {
@@ -322,7 +322,7 @@ func (b *Backend) renewHolds(ctx context.Context, rw bool, reqs []fencelock.Rene
 	return do(b, ctx, Renew, func(now time.Time) ([]fencelock.RenewResult, error) {
 		results := make([]fencelock.RenewResult, len(reqs))
 		for i, r := range reqs {
-			if s := b.holds.sets[holdIDOf(rw, r.LockRef)]; s != nil {
+			if s := b.holds.sets[holdIDOf(rw, r.Ref)]; s != nil {
 				results[i].Held = s.renew(now, r)
 			}
 		}
@@ -442,7 +442,7 @@ func holdIDOf(rw bool, ref fencelock.LockRef) holdID { return holdID{rw, ref.Nam
 
 // checkHoldAcquire validates an acquire of a permit or a read-write hold.
 func checkHoldAcquire(req fencelock.AcquireRequest) error {
-	if err := checkRef(req.LockRef); err != nil {
+	if err := checkRef(req.Ref); err != nil {
 		return err
 	}
 	return checkTTL(req.TTL)

@@ -4,19 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/lockmodel"
 	. "github.com/fencelock/fencelock/internal/lockmodel"
 )
 
 // replay runs steps, a counterexample the model found, on the memory
 // backend.
-func replay(t *testing.T, steps []lockmodel.Step) {
+func replay(t *testing.T, steps []Step) {
 	t.Helper()
-	lockmodel.Replay(t, lockmodel.Memory(), steps)
+	Replay(t, Memory(), steps)
 }
 
 func TestModelForceReleaseLostReplyTellsOwnLock(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpFault, Dur: 10 * time.Millisecond, Fault: Fault{Kind: FaultLoseReply, Ops: FaultRelease, Times: 1}},
 		{Op: OpForceRelease},
@@ -24,7 +23,7 @@ func TestModelForceReleaseLostReplyTellsOwnLock(t *testing.T) {
 }
 
 func TestModelReleaseTokenLostReplyTellsOwnLock(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpFault, Dur: 10 * time.Millisecond, Fault: Fault{Kind: FaultLoseReply, Ops: FaultRelease, Times: 1}},
 		{Op: OpReleaseToken},
@@ -32,7 +31,7 @@ func TestModelReleaseTokenLostReplyTellsOwnLock(t *testing.T) {
 }
 
 func TestModelJobRunReleasedByTokenRunsOnce(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpRunJob},
 		{Op: OpReleaseToken},
 		{Op: OpRunJob},
@@ -40,7 +39,7 @@ func TestModelJobRunReleasedByTokenRunsOnce(t *testing.T) {
 }
 
 func TestModelRefreshShorterInFlightEndsBelief(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpFault, Dur: time.Second, Fault: Fault{Kind: FaultReplyDelay, Ops: FaultRenew, Delay: 500 * time.Millisecond}},
 		{Op: OpRefresh, TTL: 10 * time.Millisecond},
@@ -50,7 +49,7 @@ func TestModelRefreshShorterInFlightEndsBelief(t *testing.T) {
 }
 
 func TestModelJobRunForcedBeforeItBeganRunsOnce(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpFault, Dur: 10 * time.Millisecond, Fault: Fault{Kind: FaultReplyDelay, Ops: FaultAcquire, Delay: 5 * time.Millisecond}},
 		{Op: OpRunJob},
 		{Op: OpForceRelease, Key: 2},
@@ -60,7 +59,7 @@ func TestModelJobRunForcedBeforeItBeganRunsOnce(t *testing.T) {
 }
 
 func TestModelHandOffToOwnerWaiter(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpAcquire, TTL: 3 * time.Second},
 		{Op: OpAcquire, TTL: 3 * time.Second, Owner: 1},
 		{Op: OpRelease},
@@ -68,7 +67,7 @@ func TestModelHandOffToOwnerWaiter(t *testing.T) {
 }
 
 func TestModelForceReleaseSparesNextHolder(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpTryAcquire, TTL: 3 * time.Second},
 		{Op: OpAcquire, Client: 1, TTL: 3 * time.Second, Fair: true},
 		{Op: OpForceRelease, Client: 3},
@@ -76,7 +75,7 @@ func TestModelForceReleaseSparesNextHolder(t *testing.T) {
 }
 
 func TestModelJobLateInstanceRunsOnce(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpRunJob},
 		{Op: OpFinish},
 		{Op: OpAdvance, Dur: 500 * time.Millisecond},
@@ -85,7 +84,7 @@ func TestModelJobLateInstanceRunsOnce(t *testing.T) {
 }
 
 func TestModelFairReentryLeavesLine(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpAcquire, TTL: 10 * time.Millisecond, Fair: true},
 		{Op: OpAcquire, TTL: 10 * time.Millisecond, Fair: true},
 		{Op: OpAcquire, TTL: 10 * time.Millisecond, Owner: 1, Fair: true},
@@ -99,7 +98,7 @@ func TestModelFairReentryLeavesLine(t *testing.T) {
 }
 
 func TestModelLateRenewalAfterLongerRefresh(t *testing.T) {
-	replay(t, []lockmodel.Step{
+	replay(t, []Step{
 		{Op: OpFault, Dur: 200 * time.Millisecond, Fault: Fault{Kind: FaultRequestDelay, Ops: FaultRenew, Delay: 500 * time.Millisecond}},
 		{Op: OpAdvance, Dur: 100 * time.Millisecond},
 		{Op: OpDo, Client: 1, Key: 1, TTL: 300 * time.Millisecond, Owner: 2, HasWait: true, Wait: 50 * time.Millisecond},

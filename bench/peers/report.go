@@ -78,10 +78,7 @@ func rows(r *report) []row {
 // markdown returns the results table, with what was measured and how.
 func markdown(r *report) string {
 	var b strings.Builder
-	var libs []*libResult
-	for _, x := range r.Results {
-		libs = append(libs, x)
-	}
+	libs := append([]*libResult(nil), r.Results...)
 	fmt.Fprintf(&b, "| metric | better |")
 	for _, x := range libs {
 		fmt.Fprintf(&b, " %s |", x.Library)

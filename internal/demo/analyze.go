@@ -40,9 +40,7 @@ type analysisInput struct {
 // scenario's expectation.
 func analyze(res *Result, in analysisInput) {
 	sc := in.sc
-	for _, e := range in.ctlErrs {
-		res.Reasons = append(res.Reasons, e)
-	}
+	res.Reasons = append(res.Reasons, in.ctlErrs...)
 
 	// The iterations, in order; finish those a kill (or a failure) cut short.
 	recs := make([]*iterRecord, 0, len(in.recs))

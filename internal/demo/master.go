@@ -239,6 +239,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	defer cancel()
 	if err := r.rdb.Ping(pctx).Err(); err != nil {
 		if redis.IsAuthError(err) || redis.IsPermissionError(err) {
+			//lint:ignore ST1005 Redis is a name; the message is printed as a line of its own
 			return fmt.Errorf("Redis at %s refused the credentials: %s", redactURL(r.redisURL), r.secrets.scrub(err.Error()))
 		}
 		return fmt.Errorf("cannot reach Redis at %s: %s", redactURL(r.redisURL), r.secrets.scrub(err.Error()))

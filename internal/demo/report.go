@@ -319,9 +319,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 	var notes, fails []string
 	for _, r := range rep.Results {
-		for _, n := range r.Notes {
-			notes = append(notes, n)
-		}
+		notes = append(notes, r.Notes...)
 		for _, reason := range r.Reasons {
 			if r.Status == StatusSkip {
 				notes = append(notes, r.Scenario+": skipped: "+reason)

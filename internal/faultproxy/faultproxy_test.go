@@ -319,8 +319,8 @@ func TestDropReplies(t *testing.T) {
 }
 
 func TestResetAll(t *testing.T) {
-	p, rdb, direct := setup(t)
-	rdb = newClient(t, p.Addr(), waitLimit)
+	p, _, direct := setup(t)
+	rdb := newClient(t, p.Addr(), waitLimit)
 	ping(t, rdb)
 	// Keep a command in flight: go-redis would silently replace an idle
 	// pooled connection that was reset.

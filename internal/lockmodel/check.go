@@ -239,7 +239,7 @@ func (m *machine) checkExclusion(believers map[resource][]*holding) {
 func list(hs []*holding) string {
 	var parts []string
 	for _, h := range hs {
-		parts = append(parts, fmt.Sprintf("%s (deadline %v)", h, h.lk.Deadline().Sub(time.Now()).Round(time.Microsecond)))
+		parts = append(parts, fmt.Sprintf("%s (deadline %v)", h, time.Until(h.lk.Deadline()).Round(time.Microsecond)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -669,12 +669,6 @@ func (m *machine) checkFence(c *call, h *holding) {
 	m.maxFence[h.r] = max(m.maxFence[h.r], h.fence)
 }
 
-// goneFromStore reports whether the store can tell and has no hold of h.
-func (m *machine) goneFromStore(h *holding) bool {
-	v, ok := m.store.View(h.r.fam, h.r.key)
-	return ok && !slices.ContainsFunc(v.Holds, func(x Hold) bool { return x.Token == h.token })
-}
-
 // checkJobRun checks that no other run of fn's tick began, on any Client.
 func (m *machine) checkJobRun(fn *fnRun) {
 	for _, e := range m.jobRuns[fn.tick] {

@@ -31,20 +31,26 @@ var kinds = []driver.Kind{driver.KindLock, driver.KindSemaphore, driver.KindRead
 
 // Run runs every check against stores made by newStore, each in a subtest
 // of t: the core checks for each kind the store supports, then the checks
-// of its capabilities.
+// that apply to what it supports and the capabilities it has. What a store
+// lacks gets no subtest (nothing is skipped); UnsupportedKindRefused checks
+// that it refuses the kinds it lacks.
 func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {
+	probe := newStore(t)
 	for _, k := range kinds {
+		if !probe.Supports(k) {
+			continue
+		}
 		for _, c := range coreChecks {
 			t.Run(k.String()+"/"+c.name, func(t *testing.T) {
 				s := newSuite(t, newStore, k.String()+c.name)
-				if !s.st.Supports(k) {
-					t.Skipf("%T does not support %v holds", s.st, k)
-				}
 				c.run(s.ctx, s, k)
 			})
 		}
 	}
 	for _, c := range storeChecks {
+		if c.applies != nil && !c.applies(probe) {
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			s := newSuite(t, newStore, c.name)
 			c.run(s.ctx, s)

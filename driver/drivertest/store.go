@@ -11,20 +11,39 @@ import (
 // storeChecks are the checks of one store: rules of one kind, or across
 // kinds, and the capabilities.
 var storeChecks = []struct {
-	name string
-	run  func(ctx context.Context, s *suite)
+	name    string
+	run     func(ctx context.Context, s *suite)
+	applies func(driver.Store) bool // nil: every store
 }{
-	{"LockReentry", lockReentry},
-	{"UnsupportedKindRefused", unsupportedKindRefused},
-	{"KindsApart", kindsApart},
-	{"MixedRenewBatch", mixedRenewBatch},
-	{"SemaphorePermits", semaphorePermits},
-	{"WriterExcludesReaders", writerExcludesReaders},
-	{"WatchRelease", watchRelease},
-	{"LineOrder", lineOrder},
-	{"HandOff", handOff},
-	{"Inspect", inspect},
-	{"TickClaimed", tickClaimed},
+	{"LockReentry", lockReentry, nil},
+	{"UnsupportedKindRefused", unsupportedKindRefused, nil},
+	{"KindsApart", kindsApart, nil},
+	{"MixedRenewBatch", mixedRenewBatch, nil},
+	{"SemaphorePermits", semaphorePermits, supports(driver.KindSemaphore)},
+	{"WriterExcludesReaders", writerExcludesReaders, supports(driver.KindRead, driver.KindWrite)},
+	{"WatchRelease", watchRelease, has[driver.Notifier]},
+	{"LineOrder", lineOrder, has[driver.Lines]},
+	{"HandOff", handOff, has[driver.Lines]},
+	{"Inspect", inspect, has[driver.Inspector]},
+	{"TickClaimed", tickClaimed, has[driver.Ticker]},
+}
+
+// supports is a storeChecks condition: the store takes holds of every kind in ks.
+func supports(ks ...driver.Kind) func(driver.Store) bool {
+	return func(st driver.Store) bool {
+		for _, k := range ks {
+			if !st.Supports(k) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// has is a storeChecks condition: the store has capability T.
+func has[T any](st driver.Store) bool {
+	_, ok := st.(T)
+	return ok
 }
 
 // supported returns the kinds s's store supports, failing the check when
@@ -103,9 +122,6 @@ func mixedRenewBatch(ctx context.Context, s *suite) {
 }
 
 func semaphorePermits(ctx context.Context, s *suite) {
-	if !s.st.Supports(driver.KindSemaphore) {
-		s.t.Skip("no semaphores")
-	}
 	for i, tok := range []string{"a", "b", "c"} {
 		req := s.request(driver.KindSemaphore, "k", tok, 10*time.Second)
 		req.Permits = 2
@@ -119,9 +135,6 @@ func semaphorePermits(ctx context.Context, s *suite) {
 }
 
 func writerExcludesReaders(ctx context.Context, s *suite) {
-	if !s.st.Supports(driver.KindRead) || !s.st.Supports(driver.KindWrite) {
-		s.t.Skip("no read-write locks")
-	}
 	s.acquire(ctx, driver.KindRead, "k", "r", 10*time.Second)
 	if res := s.acquire(ctx, driver.KindWrite, "k", "w", 10*time.Second); res.Acquired {
 		s.t.Fatalf("a writer while a reader holds: %+v", res)

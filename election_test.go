@@ -15,8 +15,8 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/childtest"
-	"github.com/fencelock/fencelock/internal/memorybackend"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/memorybackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
 // hmSetup makes a memory backend and a Client on it inside the bubble,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/memorybackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
 // A tick runs at most once, whatever the delay of the instances that ask

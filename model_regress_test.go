@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/fencelock/fencelock/internal/lockmodel"
+	. "github.com/fencelock/fencelock/testing/lockmodel"
 )
 
 // replay runs steps, a counterexample the model found, on the memory

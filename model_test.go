@@ -3,12 +3,12 @@ package fencelock_test
 import (
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/lockmodel"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/lockmodel"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // The model of every feature together, on the memory backend in virtual
-// time: see internal/lockmodel.
+// time: see testing/lockmodel.
 func TestModelMemory(t *testing.T) {
 	tg := lockmodel.Memory()
 	lockmodel.Run(t, tg)

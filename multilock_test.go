@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/memorybackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
 // Two callers that list the same keys in opposite orders never deadlock:

@@ -2,7 +2,7 @@ package fencelock_test
 
 // Real-server fault-injection tests of late replies, abandoned acquires,
 // releases during outages and lost release replies: go-redis talks to a
-// real redis-server through internal/faultproxy, which delays, stalls,
+// real redis-server through testing/faultproxy, which delays, stalls,
 // drops or swallows the traffic on demand.
 //
 // Timing rules (the suite runs on a busy machine): the tests wait for
@@ -22,10 +22,10 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/faultproxy"
-	"github.com/fencelock/fencelock/internal/redisserver"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/faultproxy"
+	"github.com/fencelock/fencelock/testing/redisserver"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 

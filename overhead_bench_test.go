@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/memorybackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
 // BenchmarkClientOverhead measures what the Client itself costs per

@@ -1,6 +1,6 @@
 package fencelock_test
 
-// Deterministic timing tests of the Client over internal/memorybackend,
+// Deterministic timing tests of the Client over testing/memorybackend,
 // under testing/synctest: time is virtual inside each bubble, so deadlines,
 // renewal schedules, wait bounds and backoff are asserted exactly (or within
 // the documented jitter). Every bubble closes its Clients and its backend
@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/memorybackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
 const tmNS = fencelock.DefaultNamespace

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // noFallback is a retry strategy whose fallback timer is far longer than

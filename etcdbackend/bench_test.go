@@ -5,7 +5,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/etcdbackend"
-	"github.com/fencelock/fencelock/internal/benchshape"
+	"github.com/fencelock/fencelock/testing/benchshape"
 )
 
 // BenchmarkEtcd runs the benchshape workloads on the shared 3-member

@@ -6,16 +6,15 @@ import (
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/driver/drivertest"
 	"github.com/fencelock/fencelock/etcdbackend"
-	"github.com/fencelock/fencelock/internal/adapt"
 )
 
 // The driver contract against a real 3-member cluster, for every kind of
 // hold.
 func TestDriver(t *testing.T) {
 	cli := newClient(t, sharedCluster.Endpoints()...)
-	drivertest.Run(t, func(t *testing.T) driver.Store {
+	drivertest.RunBackend(t, func(t *testing.T) driver.Backend {
 		b := etcdbackend.New(cli)
 		t.Cleanup(func() { b.Close() })
-		return adapt.Store(b)
+		return b
 	})
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/etcdbackend"
-	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
+	"github.com/fencelock/fencelock/etcdbackend/testing/etcdserver"
 )
 
 // guard is the protected resource of the fault tests: it counts who is

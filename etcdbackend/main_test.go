@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
-	"github.com/fencelock/fencelock/internal/leaktest"
+	"github.com/fencelock/fencelock/etcdbackend/testing/etcdserver"
+	"github.com/fencelock/fencelock/testing/leaktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )

@@ -6,10 +6,10 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/etcdbackend"
-	"github.com/fencelock/fencelock/internal/lockmodel"
+	"github.com/fencelock/fencelock/testing/lockmodel"
 )
 
-// The model of every feature together (internal/lockmodel) on the shared
+// The model of every feature together (testing/lockmodel) on the shared
 // 3-member etcd cluster, in real time: every operation but faults, a few
 // hundred steps. Leases are whole seconds, as etcd grants them.
 func TestModelEtcd(t *testing.T) {

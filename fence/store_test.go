@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"
 )

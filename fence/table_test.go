@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelockprom"
-	"github.com/fencelock/fencelock/internal/memorybackend"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"

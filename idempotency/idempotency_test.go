@@ -14,9 +14,9 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/idempotency"
-	"github.com/fencelock/fencelock/internal/redisserver"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/redisserver"
+	"github.com/fencelock/fencelock/testing/servertest"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"

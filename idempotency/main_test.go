@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 func TestMain(m *testing.M) {

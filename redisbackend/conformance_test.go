@@ -6,8 +6,8 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 

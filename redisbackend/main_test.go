@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leaktest"
+	"github.com/fencelock/fencelock/testing/leaktest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )

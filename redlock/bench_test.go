@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/benchshape"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redlock"
+	"github.com/fencelock/fencelock/testing/benchshape"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/faultproxy"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/redlock"
+	"github.com/fencelock/fencelock/testing/faultproxy"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/lockmodel"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/redlock"
+	"github.com/fencelock/fencelock/testing/lockmodel"
 )
 
-// The model of every feature together (internal/lockmodel) on Redlock over
+// The model of every feature together (testing/lockmodel) on Redlock over
 // 3 real masters, in real time: the operations Redlock supports (the plain
 // lock, Do, RunJob, Campaign, releases by token; no semaphore, read-write
 // lock, fair line or ForceRelease), a few hundred steps.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
-	"github.com/fencelock/fencelock/internal/leaktest"
-	"github.com/fencelock/fencelock/internal/redisserver"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redlock"
+	"github.com/fencelock/fencelock/testing/leaktest"
+	"github.com/fencelock/fencelock/testing/redisserver"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The cost row of "Choosing one" in docs/backends.md, in one run: the same workloads
-# (internal/benchshape: one goroutine's Acquire+Release cycles with a
+# (testing/benchshape: one goroutine's Acquire+Release cycles with a
 # request context, and 64 goroutines cycling on distinct keys) on every
 # backend, each on private servers on loopback:
 #   redisbackend BenchmarkTopologies  single node, Sentinel (1+2) without and

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 func TestDashboardBadFlags(t *testing.T) {

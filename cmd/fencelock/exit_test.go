@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // Every command exits 2 when it could not run, with its error on one line,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // The commands show and free the holds of every kind: the permits of a

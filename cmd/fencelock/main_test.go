@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/demo"
-	"github.com/fencelock/fencelock/internal/leaktest"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/leaktest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // TestMain lets the test binary stand in for the fencelock binary: the demo

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/exitcode"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // envRunMain makes the test binary run main, as the fencelock binary does

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // fencelock unlock frees a lock whoever holds it, by name or by full Redis

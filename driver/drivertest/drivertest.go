@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/internal/adapt"
 )
 
 // kinds are every kind of hold, in the order the checks run them.
@@ -147,3 +148,11 @@ func (s *suite) waitLapsed(ctx context.Context, k driver.Kind, key, token string
 // exclusive reports whether a hold of kind k (with one permit) keeps out
 // another of the same kind.
 func exclusive(k driver.Kind) bool { return k != driver.KindRead }
+
+// RunBackend is Run for a store that implements only driver.Backend and its
+// capability interfaces: each store newBackend makes is checked as the
+// Client sees it, through the adapter that maps the Backend interfaces onto
+// driver.Store.
+func RunBackend(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
+	Run(t, func(t *testing.T) driver.Store { return adapt.Store(newBackend(t)) })
+}

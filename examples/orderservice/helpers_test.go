@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/redisserver"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/redisserver"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes (the app logs

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/faultproxy"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/faultproxy"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/jackc/pgx/v5"
 )
 

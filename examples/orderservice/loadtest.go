@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/exitcode"
-	"github.com/fencelock/fencelock/internal/pgserver"
-	"github.com/fencelock/fencelock/internal/redisserver"
+	"github.com/fencelock/fencelock/testing/pgserver"
+	"github.com/fencelock/fencelock/testing/redisserver"
 )
 
 // EnvChild is set to "1" in the environment of the instances the load test

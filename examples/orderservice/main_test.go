@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leaktest"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/leaktest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // TestMain runs the test binary as a service instance when the load test

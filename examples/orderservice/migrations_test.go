@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/servertest"
 )
 
 // Instances that start at once all migrate the same database: each step

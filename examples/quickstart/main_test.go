@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/leaktest"
-	"github.com/fencelock/fencelock/internal/servertest"
+	"github.com/fencelock/fencelock/testing/leaktest"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 

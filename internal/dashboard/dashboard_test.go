@@ -17,9 +17,9 @@ import (
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/dashboard"
 	"github.com/fencelock/fencelock/internal/headless"
-	"github.com/fencelock/fencelock/internal/leaktest"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/leaktest"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 

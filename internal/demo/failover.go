@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/redisserver"
+	"github.com/fencelock/fencelock/testing/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 

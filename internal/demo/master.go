@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/redisserver"
+	"github.com/fencelock/fencelock/testing/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 

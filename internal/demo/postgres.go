@@ -3,7 +3,7 @@ package demo
 import (
 	"fmt"
 
-	"github.com/fencelock/fencelock/internal/pgserver"
+	"github.com/fencelock/fencelock/testing/pgserver"
 )
 
 // pgHandle is the PostgreSQL database of --store postgres.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/redisserver"
 	"github.com/fencelock/fencelock/redlock"
+	"github.com/fencelock/fencelock/testing/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -6,7 +6,7 @@
 //
 // Every browser runs in its own process group with a temporary profile,
 // and is killed with its child processes by Close (and, on Linux, when the
-// test binary dies: see internal/childproc).
+// test binary dies: see testing/childproc).
 package headless
 
 import (
@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/testing/childproc"
 )
 
 // EnvBrowserPath names the environment variable that, when set, says

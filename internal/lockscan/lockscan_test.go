@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/leaktest"
 	"github.com/fencelock/fencelock/internal/lockscan"
-	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/leaktest"
+	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 

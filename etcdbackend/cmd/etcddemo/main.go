@@ -10,7 +10,7 @@
 // It takes the same flags as "fencelock demo" (--backend defaults to
 // etcd here; redis and redlock work too). The etcd binary is the one the
 // etcdbackend tests use: built from go.etcd.io/etcd/server/v3 on first use
-// (etcdbackend/internal/etcdserver), or $FENCELOCK_ETCD.
+// (etcdbackend/testing/etcdserver), or $FENCELOCK_ETCD.
 package main
 
 import (
@@ -24,7 +24,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/etcdbackend"
-	"github.com/fencelock/fencelock/etcdbackend/internal/etcdserver"
+	"github.com/fencelock/fencelock/etcdbackend/testing/etcdserver"
 	"github.com/fencelock/fencelock/internal/demo"
 	"github.com/fencelock/fencelock/internal/exitcode"
 	clientv3 "go.etcd.io/etcd/client/v3"

@@ -1,0 +1,13 @@
+package pgserver_test
+
+import (
+	"testing"
+
+	"github.com/fencelock/fencelock/testing/leaktest"
+)
+
+// TestMain fails the package if a test leaves a goroutine running (a
+// server it did not close, a pgx connection...).
+func TestMain(m *testing.M) {
+	leaktest.Main(m)
+}

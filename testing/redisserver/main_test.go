@@ -1,0 +1,13 @@
+package redisserver_test
+
+import (
+	"testing"
+
+	"github.com/fencelock/fencelock/testing/leaktest"
+)
+
+// TestMain fails the package if a test leaves a goroutine running (a
+// server it did not close, a connection...).
+func TestMain(m *testing.M) {
+	leaktest.Main(m)
+}

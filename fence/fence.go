@@ -10,7 +10,8 @@
 //
 // Table fences your own rows: a fence column on a business table (say
 // products.fence), claimed with the lock's token inside your transaction
-// before you write the row (Claim for database/sql, ClaimPgx for pgx). It
+// before you write the row (Claim for database/sql; package fencepgx, a
+// module of its own, claims through pgx). It
 // needs no table of its own and no copy of the value: this is the usual
 // way to fence a database write.
 //

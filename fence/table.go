@@ -8,9 +8,6 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Table fences writes to rows of a table of your own: rows that carry a
@@ -130,53 +127,54 @@ func quoteIdent(what, whole, name string) (string, error) {
 // q may also be a *sql.DB or *sql.Conn, but a claim outside a transaction
 // protects nothing that is written after it.
 func (t *Table) Claim(ctx context.Context, q Querier, token int64, key ...any) error {
+	return t.ClaimRows(ctx, sqlRows{q}, token, key...)
+}
+
+// RowQuerier is what ClaimRows writes through: a database interface other
+// than database/sql (package fencepgx, a module of its own, adapts pgx's),
+// in your transaction.
+type RowQuerier interface {
+	// Exec runs a statement and returns the number of rows it changed.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	// QueryInt64 returns the one column, an integer, of the one row query
+	// returns, or an error matching sql.ErrNoRows when it returns none.
+	QueryInt64(ctx context.Context, query string, args ...any) (int64, error)
+}
+
+// ClaimRows is Claim through a RowQuerier.
+func (t *Table) ClaimRows(ctx context.Context, q RowQuerier, token int64, key ...any) error {
 	if err := t.checkClaim(token, key); err != nil {
 		return err
 	}
-	res, err := q.ExecContext(ctx, t.claim, append([]any{token}, key...)...)
-	if err != nil {
-		return fmt.Errorf("fence: claiming %s: %w", t.resource(key), err)
-	}
-	n, err := res.RowsAffected()
+	n, err := q.Exec(ctx, t.claim, append([]any{token}, key...)...)
 	if err != nil {
 		return fmt.Errorf("fence: claiming %s: %w", t.resource(key), err)
 	}
 	if n > 0 {
 		return nil
 	}
-	var current int64
-	err = q.QueryRowContext(ctx, t.read, key...).Scan(&current)
+	current, err := q.QueryInt64(ctx, t.read, key...)
 	return t.refused(key, token, current, err)
 }
 
-// PgxQuerier is what ClaimPgx writes through: a pgx.Tx (from a *pgx.Conn
-// or a *pgxpool.Pool) for pgx users who do not go through database/sql.
-type PgxQuerier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Dialect returns the SQL dialect the Table was made for.
+func (t *Table) Dialect() Dialect { return t.dialect }
 
-// ClaimPgx is Claim through pgx's own interface (PostgreSQL only).
-func (t *Table) ClaimPgx(ctx context.Context, q PgxQuerier, token int64, key ...any) error {
-	if t.dialect != Postgres {
-		return fmt.Errorf("fence: ClaimPgx on a %v table: pgx talks to PostgreSQL only", t.dialect)
-	}
-	if err := t.checkClaim(token, key); err != nil {
-		return err
-	}
-	tag, err := q.Exec(ctx, t.claim, append([]any{token}, key...)...)
+// sqlRows is a database/sql Querier as a RowQuerier.
+type sqlRows struct{ q Querier }
+
+func (r sqlRows) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := r.q.ExecContext(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("fence: claiming %s: %w", t.resource(key), err)
+		return 0, err
 	}
-	if tag.RowsAffected() > 0 {
-		return nil
-	}
-	var current int64
-	err = q.QueryRow(ctx, t.read, key...).Scan(&current)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = sql.ErrNoRows
-	}
-	return t.refused(key, token, current, err)
+	return res.RowsAffected()
+}
+
+func (r sqlRows) QueryInt64(ctx context.Context, query string, args ...any) (int64, error) {
+	var v int64
+	err := r.q.QueryRowContext(ctx, query, args...).Scan(&v)
+	return v, err
 }
 
 func (t *Table) checkClaim(token int64, key []any) error {

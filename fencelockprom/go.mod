@@ -2,10 +2,8 @@ module github.com/fencelock/fencelock/fencelockprom
 
 go 1.26.0
 
-replace github.com/fencelock/fencelock => ..
-
 require (
-	github.com/fencelock/fencelock v0.0.0
+	github.com/fencelock/fencelock v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 )

@@ -2,21 +2,59 @@
 # The static checks of every module: gofmt, go vet, staticcheck and
 # go mod tidy without a diff. .ci/run runs it before the tests; it prints
 # what to fix and fails at the first module that needs a change.
+# scripts/check.sh -w runs go mod tidy in every module instead of checking it.
+#
+# fencelock's modules require each other at v0.1.0, which is not published:
+# development builds them together through go.work, whose replace lines map
+# that version onto the working tree. go mod tidy ignores go.work, so it
+# runs per module with GOWORK=off against a file-based module proxy that
+# scripts/modproxy writes from the working tree (every fencelock module at
+# v0.1.0), then the module cache for everything else: no network.
+# The go.sum lines of fencelock's own modules are not committed and are left
+# out of the comparison: their hashes are those of this working tree, which
+# change with every commit; in workspace mode those modules come from the
+# tree and need none (the lines come with the first tagged release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+modules=(. cmd etcdbackend fencelockprom fence/fencepgx bench/peers scripts/modproxy)
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
+write=false
+if [ "${1:-}" = "-w" ]; then
+	write=true
+fi
 unformatted=$(gofmt -l . | grep -v '/testdata/' || true)
 if [ -n "$unformatted" ]; then
 	echo "check: gofmt -w these files:" >&2
 	echo "$unformatted" >&2
 	exit 1
 fi
-for module in . etcdbackend fencelockprom bench/peers; do
+proxy=$(mktemp -d)
+trap 'rm -rf "$proxy"' EXIT
+(cd scripts/modproxy && go run . -root ../.. -out "$proxy" >/dev/null)
+tidy_env=(GOWORK=off "GOPROXY=file://$proxy,file://$(go env GOMODCACHE)/cache/download"
+	GOFLAGS="-mod=mod -buildvcs=false" GONOSUMDB=github.com/fencelock GOSUMDB=off)
+own_sum='^[+-]github\.com/fencelock/[^ ]+ v[^ ]+ h1:'
+for module in "${modules[@]}"; do
 	echo "check: $module"
 	(
 		cd "$module"
+		if $write; then
+			env "${tidy_env[@]}" go mod tidy
+			sed -i '/^github\.com\/fencelock\//d' go.sum
+			exit 0
+		fi
 		go vet ./...
 		go run "$staticcheck" ./...
-		go mod tidy -diff
+		if ! diff=$(env "${tidy_env[@]}" go mod tidy -diff 2>&1); then
+			if ! grep -q '^+++ ' <<<"$diff"; then
+				echo "$diff" >&2 # tidy failed, not a diff
+				exit 1
+			fi
+			if grep -E '^[+-]' <<<"$diff" | grep -vE '^(\+\+\+|---) ' | grep -vE "$own_sum" >/dev/null; then
+				echo "check: $module: go mod tidy (scripts/check.sh -w) would change:" >&2
+				echo "$diff" >&2
+				exit 1
+			fi
+		fi
 	)
 done

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/exitcode"
-	"github.com/fencelock/fencelock/internal/lockscan"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/lockscan"
 )
 
 // parseInterleaved parses fs's flags wherever they stand among args, so that

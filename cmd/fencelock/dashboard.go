@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/dashboard"
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/dashboard"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 	"github.com/redis/go-redis/v9"
 )
 

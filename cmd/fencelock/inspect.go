@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )

@@ -20,9 +20,9 @@ import (
 	"os"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/cliflags"
-	"github.com/fencelock/fencelock/internal/demo"
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/cliflags"
+	"github.com/fencelock/fencelock/cmd/internal/demo"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 )
@@ -118,8 +118,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// runDemo is "fencelock demo" (internal/demo.Main, which etcdbackend's
-// etcddemo shares); workers are this binary, re-executed as "demo-worker".
+// runDemo is "fencelock demo" (internal/demo.Main, which cmd/etcddemo
+// shares); workers are this binary, re-executed as "demo-worker".
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {

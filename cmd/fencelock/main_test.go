@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/demo"
+	"github.com/fencelock/fencelock/cmd/internal/demo"
 	"github.com/fencelock/fencelock/testing/leaktest"
 	"github.com/fencelock/fencelock/testing/servertest"
 )

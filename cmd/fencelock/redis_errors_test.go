@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 	"github.com/fencelock/fencelock/testing/servertest"
 )
 

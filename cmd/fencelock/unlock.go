@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 )
 
 const unlockUsage = `Usage: fencelock %[1]s --yes [flags] KEY

@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 )
 
 const versionUsage = `Usage: fencelock version

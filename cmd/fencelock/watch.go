@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/exitcode"
-	"github.com/fencelock/fencelock/internal/lockscan"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/lockscan"
 )
 
 const watchUsage = `Usage: fencelock watch [flags]

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/examples/internal/exitcode"
 	"github.com/fencelock/fencelock/testing/pgserver"
 	"github.com/fencelock/fencelock/testing/redisserver"
 )

@@ -66,7 +66,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/examples/internal/exitcode"
 )
 
 func main() {

@@ -20,9 +20,9 @@ import (
 // same for every backend.
 //
 // The demo knows BackendRedis and BackendRedlock itself. Other backends
-// live in modules of their own, so that Redis-only users of fencelock do
-// not download their clients (etcd: etcdbackend/cmd/etcddemo, which
-// passes its Backend to Main and WorkerMain).
+// live in commands of their own, so that the fencelock command does not
+// contain their clients (etcd: cmd/etcddemo, which passes its Backend to
+// Main and WorkerMain).
 type Backend struct {
 	// Name is the --backend value.
 	Name string
@@ -66,7 +66,7 @@ type LockStore interface {
 const BackendRedis = "redis"
 
 // BackendEtcd names the etcd backend, which the fencelock command does not
-// contain (etcdbackend/cmd/etcddemo does; see Main).
+// contain (cmd/etcddemo does; see Main).
 const BackendEtcd = "etcd"
 
 // backendLock is lockConfig.Kind for a lock on a Backend's store.

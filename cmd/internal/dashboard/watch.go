@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/lockscan"
+	"github.com/fencelock/fencelock/cmd/internal/lockscan"
 )
 
 // lookTimeout bounds one look at Redis: a server that stopped answering

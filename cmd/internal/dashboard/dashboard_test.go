@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/dashboard"
-	"github.com/fencelock/fencelock/internal/headless"
+	"github.com/fencelock/fencelock/cmd/internal/dashboard"
+	"github.com/fencelock/fencelock/cmd/internal/headless"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/leaktest"
 	"github.com/fencelock/fencelock/testing/servertest"

@@ -1,11 +1,11 @@
 // Command etcddemo is "fencelock demo --backend etcd": the demo of
 // github.com/fencelock/fencelock/cmd/fencelock with the lock on a private
-// 3-member etcd cluster. It lives in the etcdbackend module, so that the
-// fencelock command (and every Redis-only user of the library) never
-// downloads etcd; "fencelock demo --backend etcd", run from a checkout,
-// builds and runs it. By hand, from the checkout's root:
+// 3-member etcd cluster. It is a command of its own, so that the fencelock
+// command does not contain etcd's client; "fencelock demo --backend etcd",
+// run from a checkout, builds and runs it. By hand, from the checkout's
+// root:
 //
-//	cd etcdbackend && go run ./cmd/etcddemo --scenario mutex,restart
+//	go run ./cmd/etcddemo --scenario mutex,restart
 //
 // It takes the same flags as "fencelock demo" (--backend defaults to
 // etcd here; redis and redlock work too). The etcd binary is the one the
@@ -23,10 +23,10 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/cmd/internal/demo"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 	"github.com/fencelock/fencelock/etcdbackend"
 	"github.com/fencelock/fencelock/etcdbackend/testing/etcdserver"
-	"github.com/fencelock/fencelock/internal/demo"
-	"github.com/fencelock/fencelock/internal/exitcode"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )

@@ -145,8 +145,8 @@
 // With Config.Backend ("fencelock demo --backend redlock|etcd") only the
 // lock moves: to 3 or 5 private redis-servers under a Redlock quorum
 // (redlock.go), or to a private 3-member etcd cluster (etcd.go; the
-// Backend itself is in etcdbackend/cmd/etcddemo, so that etcd's client
-// stays out of the root module). The referee and the fenced store stay on
+// Backend itself is in cmd/etcddemo, so that etcd's client stays out of
+// the fencelock command). The referee and the fenced store stay on
 // the demo's redis-server, and the master probes the lock through the
 // store (LockStore.Fence). A Backend adapts each scenario (Backend.Adapt):
 // etcd's leases are whole seconds with a 1 s minimum, and it revokes

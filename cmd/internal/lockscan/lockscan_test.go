@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/lockscan"
+	"github.com/fencelock/fencelock/cmd/internal/lockscan"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/leaktest"
 	"github.com/fencelock/fencelock/testing/servertest"

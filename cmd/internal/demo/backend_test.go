@@ -50,7 +50,7 @@ func TestMainEtcdOutsideCheckout(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
 	code := Main([]string{"--backend", "etcd", "--scenario", "mutex"}, &stdout, &stderr, MainOptions{WorkerCommand: []string{os.Args[0]}})
-	if code != 2 || !strings.Contains(stderr.String(), "cd etcdbackend && go run ./cmd/etcddemo --backend etcd --scenario mutex") {
+	if code != 2 || !strings.Contains(stderr.String(), "go run ./cmd/etcddemo --backend etcd --scenario mutex") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/cliflags"
-	"github.com/fencelock/fencelock/internal/exitcode"
+	"github.com/fencelock/fencelock/cmd/internal/cliflags"
+	"github.com/fencelock/fencelock/cmd/internal/exitcode"
 )
 
 const demoUsage = `Usage: fencelock demo [flags]
@@ -75,8 +75,8 @@ whole seconds, etcd's unit); restart kill -9s a minority of the Redlock
 masters (down longer than the lease) or every etcd member, and the lock
 held across it must be kept. The failover scenarios are Redis-only; the
 fair lock and the primitives are skipped, with the reason. The etcd backend
-is a module of its own, so that Redis users do not download etcd: from a
-checkout, --backend etcd builds and runs etcdbackend/cmd/etcddemo.
+is not in the fencelock command, so that it does not contain etcd's
+client: from a checkout, --backend etcd builds and runs cmd/etcddemo.
 
 Backends (--backend):
 %s
@@ -100,8 +100,8 @@ type MainOptions struct {
 // Main is "fencelock demo": it parses args (the flags after "demo"), runs
 // the scenarios, prints the report on stdout and progress on stderr, and
 // returns the exit status (internal/exitcode): 0 all PASS, 1 a FAIL, 2
-// could not run, 130 interrupted. "fencelock demo" and etcdbackend's
-// etcddemo share it, so that both take the same flags.
+// could not run, 130 interrupted. "fencelock demo" and cmd/etcddemo
+// share it, so that both take the same flags.
 func Main(args []string, stdout, stderr io.Writer, opts MainOptions) int {
 	fs := flag.NewFlagSet("fencelock demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -284,16 +284,16 @@ func Main(args []string, stdout, stderr io.Writer, opts MainOptions) int {
 }
 
 // etcdDemoDir is the etcd demo's main package, relative to the root of a
-// checkout; it is in the etcdbackend module.
-const etcdDemoDir = "etcdbackend/cmd/etcddemo"
+// checkout (whose go.work puts the cmd and etcdbackend modules together).
+const etcdDemoDir = "cmd/etcddemo"
 
 // etcdDemoCommand is what to run by hand, from a checkout's root.
-const etcdDemoCommand = "cd etcdbackend && go run ./cmd/etcddemo"
+const etcdDemoCommand = "go run ./cmd/etcddemo"
 
 // runEtcdDemo runs "--backend etcd" for a program that has no etcd in it
-// (the fencelock command: etcd's client stays out of the root module, so
-// that Redis-only users never download it). From a checkout it builds
-// etcdbackend/cmd/etcddemo, which has the etcd backend and the same
+// (the fencelock command: etcd's client stays out of it, so that
+// Redis-only users never build it). From a checkout it builds
+// cmd/etcddemo, which has the etcd backend and the same
 // flags, and runs it with args; otherwise it says what to run.
 func runEtcdDemo(args []string, stderr io.Writer) int {
 	root, ok := checkoutRoot()
@@ -309,9 +309,9 @@ func runEtcdDemo(args []string, stderr io.Writer) int {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "etcddemo")
-	fmt.Fprintf(stderr, "fencelock demo: --backend etcd: building %s (module github.com/fencelock/fencelock/etcdbackend) ...\n", etcdDemoDir)
-	build := exec.Command("go", "build", "-o", bin, "./cmd/etcddemo")
-	build.Dir = filepath.Join(root, "etcdbackend")
+	fmt.Fprintf(stderr, "fencelock demo: --backend etcd: building %s ...\n", etcdDemoDir)
+	build := exec.Command("go", "build", "-o", bin, "./"+etcdDemoDir)
+	build.Dir = root
 	build.Stdout, build.Stderr = stderr, stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintf(stderr, "fencelock demo: building the etcd demo failed (%v); to run it by hand: %s %s\n", err, etcdDemoCommand, strings.Join(args, " "))

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/demo"
+	"github.com/fencelock/fencelock/cmd/internal/demo"
 	"github.com/fencelock/fencelock/testing/leaktest"
 	"github.com/fencelock/fencelock/testing/servertest"
 )

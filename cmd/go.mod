@@ -3,6 +3,7 @@ module github.com/fencelock/fencelock/cmd
 go 1.26.0
 
 require (
+	github.com/chromedp/chromedp v0.23.1
 	github.com/fencelock/fencelock v0.1.0
 	github.com/fencelock/fencelock/etcdbackend v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
@@ -15,9 +16,11 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/cmd/internal/dashboard"
-	"github.com/fencelock/fencelock/cmd/internal/headless"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/leaktest"
 	"github.com/fencelock/fencelock/testing/servertest"
@@ -29,7 +27,7 @@ func TestMain(m *testing.M) { leaktest.Main(m) }
 // makes TestBrowser write a screenshot of the page with a few locks held
 // there (docs/dashboard.png, shown in docs/operations.md):
 //
-//	FENCELOCK_DASHBOARD_SCREENSHOT=$PWD/docs/dashboard.png go test -run TestBrowser ./internal/dashboard
+//	FENCELOCK_DASHBOARD_SCREENSHOT=$PWD/docs/dashboard.png go test -run TestBrowser ./cmd/internal/dashboard
 const EnvScreenshot = "FENCELOCK_DASHBOARD_SCREENSHOT"
 
 // Bounds are generous: a busy 2-core machine starts Chromium in seconds.
@@ -65,24 +63,6 @@ func serve(t *testing.T, rdb redis.UniversalClient, opts dashboard.Options) (*da
 		}
 	})
 	return d, "http://" + ln.Addr().String() + "/"
-}
-
-// browser starts a headless Chromium for the test; without one the test is
-// skipped, or fails under FENCELOCK_REQUIRE_SERVERS=1.
-func browser(t *testing.T, ctx context.Context, width, height int) *headless.Browser {
-	t.Helper()
-	b, err := headless.Start(ctx, headless.Options{Width: width, Height: height})
-	if errors.Is(err, headless.ErrNotFound) {
-		if servertest.RequireServers() {
-			t.Fatalf("%v (%s=1, so this is a failure)", err, servertest.EnvRequireServers)
-		}
-		t.Skipf("skipping: %v (set %s=1 to fail instead)", err, servertest.EnvRequireServers)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
 }
 
 func redisClient(t *testing.T, addr string) *redis.Client {

@@ -2,9 +2,9 @@ package redisserver_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -19,54 +19,36 @@ import (
 
 	"github.com/fencelock/fencelock/testing/redisserver"
 	"github.com/fencelock/fencelock/testing/servertest"
+	"github.com/redis/go-redis/v9"
 )
 
-// do sends one command as a RESP array over a fresh connection and returns
-// the reply: the text of a simple string, error ("-ERR ..."), integer, or
-// bulk string; "(nil)" for a nil bulk string. readTimeout bounds the read.
+// do sends one command over a connection of its own (a go-redis client
+// without retries) and returns the reply: the text of a simple string,
+// integer, or bulk string; an error reply as its line ("-ERR ..."); "(nil)"
+// for a nil reply. readTimeout bounds the exchange.
 func do(addr string, readTimeout time.Duration, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
+	rdb := redis.NewClient(&redis.Options{
+		Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: time.Second, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
+	})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second+readTimeout)
+	defer cancel()
+	cmdArgs := make([]any, len(args))
+	for i, a := range args {
+		cmdArgs[i] = a
 	}
-	defer conn.Close()
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	conn.SetDeadline(time.Now().Add(readTimeout))
-	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
+	reply, err := rdb.Do(ctx, cmdArgs...).Result()
+	var rerr redis.Error
 	switch {
-	case line == "":
-		return "", errors.New("empty reply")
-	case line[0] == '+' || line[0] == ':':
-		return line[1:], nil
-	case line[0] == '-':
-		return line, nil
-	case line[0] == '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil {
-			return "", err
-		}
-		if n < 0 {
-			return "(nil)", nil
-		}
-		body := make([]byte, n+2)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return "", err
-		}
-		return string(body[:n]), nil
+	case errors.Is(err, redis.Nil):
+		return "(nil)", nil
+	case errors.As(err, &rerr):
+		return "-" + rerr.Error(), nil
+	case err != nil:
+		return "", err
 	}
-	return "", fmt.Errorf("unsupported reply %q", line)
+	return fmt.Sprint(reply), nil
 }
 
 func mustDo(t *testing.T, addr string, want string, args ...string) {

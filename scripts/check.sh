@@ -28,10 +28,46 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
-proxy=$(mktemp -d)
-trap 'rm -rf "$proxy"' EXIT
-(cd scripts/modproxy && go run . -root ../.. -out "$proxy" >/dev/null)
-tidy_env=(GOWORK=off "GOPROXY=file://$proxy,file://$(go env GOMODCACHE)/cache/download"
+# What a library user downloads: the library's packages may import the
+# standard library, go-redis and what go-redis imports, and nothing else
+# (not the test harness under testing/, not pgx, SQLite or etcd).
+library=(. ./driver ./redisbackend ./redlock ./fence ./idempotency)
+allowed=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' github.com/redis/go-redis/v9)
+extra=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "${library[@]}" |
+	grep -vxF -f <(echo "$allowed") |
+	grep -vE '^github\.com/fencelock/fencelock(/(driver|internal/adapt|redisbackend|redlock|fence|idempotency))?$' || true)
+if [ -n "$extra" ]; then
+	echo "check: the library's packages (${library[*]}) import these; only the standard library and go-redis may be:" >&2
+	echo "$extra" >&2
+	exit 1
+fi
+# No module imports another module's internal packages (the go command
+# allows it within one import-path tree; a user of a published module
+# would then depend on what its author may change at will).
+mods=$(go list -m -f '{{.Path}}')
+crossing=$(for module in "${modules[@]}"; do
+	(cd "$module" && go list -e -test -f '{{if .Module}}{{$m := .Module.Path}}{{range .Imports}}{{$m}} {{.}}{{"\n"}}{{end}}{{end}}' ./...)
+done | sort -u | awk -v mods="$mods" '
+	BEGIN { n = split(mods, m, "\n") }
+	$2 ~ /^github\.com\/fencelock\// && ($2 ~ /\/internal\// || $2 ~ /\/internal$/) {
+		owner = ""
+		for (i = 1; i <= n; i++) {
+			if (($2 == m[i] || index($2, m[i] "/") == 1) && length(m[i]) > length(owner)) owner = m[i]
+		}
+		if (owner != $1) print $1 " imports " $2 " (module " owner ")"
+	}')
+if [ -n "$crossing" ]; then
+	echo "check: modules import internal packages of other modules:" >&2
+	echo "$crossing" >&2
+	exit 1
+fi
+# The module cache of the tidy runs is one of their own, filled from the
+# shared one: the shared cache would keep the first v0.1.0 it saw of each
+# fencelock module, and tidy would then read a stale tree.
+tmp=$(mktemp -d)
+trap 'GOMODCACHE="$tmp/modcache" go clean -modcache; rm -rf "$tmp"' EXIT
+(cd scripts/modproxy && go run . -root ../.. -out "$tmp/proxy" >/dev/null)
+tidy_env=(GOWORK=off GOMODCACHE="$tmp/modcache" "GOPROXY=file://$tmp/proxy,file://$(go env GOMODCACHE)/cache/download"
 	GOFLAGS="-mod=mod -buildvcs=false" GONOSUMDB=github.com/fencelock GOSUMDB=off)
 own_sum='^[+-]github\.com/fencelock/[^ ]+ v[^ ]+ h1:'
 for module in "${modules[@]}"; do

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -337,7 +338,7 @@ func TestReleaseDuringFailoverLeavesNoGhost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second)
+			renewedTimes(t, ctx, lk, 3) // acknowledged by a replica
 			old, err := bed.kill(redisKey)
 			if err != nil {
 				t.Fatal(err)
@@ -441,5 +442,21 @@ func TestClusterAcquireSoonAfterFailover(t *testing.T) {
 	}
 	if err := bed.rejoin(old); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// renewedTimes waits until lk's deadline has moved n times: n automatic
+// renewals were granted.
+func renewedTimes(t *testing.T, ctx context.Context, lk *fencelock.Lock, n int) {
+	t.Helper()
+	deadline := lk.Deadline()
+	for i := range n {
+		pollUntil(t, failoverBound, fmt.Sprintf("renewal %d of %d", i+1, n), func() bool {
+			if err := lk.Err(); err != nil {
+				t.Fatalf("lost while waiting for renewals: %v", err)
+			}
+			return lk.Deadline().After(deadline)
+		})
+		deadline = lk.Deadline()
 	}
 }

@@ -212,10 +212,13 @@ func heldOnMaster(t *testing.T, ctx context.Context, b *redisbackend.Backend, re
 // first.
 func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -49,12 +49,8 @@ func TestWatch(t *testing.T) {
 	}()
 	waitFor := func(what string, ok func(string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok(out.String()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s in 20s; stdout:\n%s\nstderr:\n%s", what, out.String(), errOut.String())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !pollFor(20*time.Second, func() bool { return ok(out.String()) }) {
+			t.Fatalf("no %s in 20s; stdout:\n%s\nstderr:\n%s", what, out.String(), errOut.String())
 		}
 	}
 	waitFor("first table", func(s string) bool { return strings.Contains(s, "orders:42") })
@@ -98,4 +94,20 @@ func TestWatchBadUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}
 	}
+}
+
+// pollFor polls cond until it holds (true) or limit has passed (false).
+// The limit only bounds a hang: make it generous (the machine may be
+// loaded).
+func pollFor(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }

@@ -411,7 +411,9 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 			pollerDone := make(chan error, 1)
 			if poll {
 				go func() {
-					for {
+					every := time.NewTicker(5 * time.Millisecond) // the reader's polling interval
+					defer every.Stop()
+					for ; ; <-every.C {
 						lk, err := other.RWLock("doc").TryAcquireRead(ctx, 10*time.Second)
 						switch {
 						case err == nil:
@@ -422,7 +424,6 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 							pollerDone <- fmt.Errorf("a polling reader's attempt: %w", err)
 							return
 						}
-						time.Sleep(5 * time.Millisecond)
 					}
 				}()
 			}

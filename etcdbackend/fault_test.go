@@ -321,7 +321,6 @@ func TestWholeClusterRestart(t *testing.T) {
 	for i := range c.Members() {
 		c.Kill(i)
 	}
-	time.Sleep(time.Second)
 	for i := range c.Members() {
 		if err := c.Restart(i); err != nil {
 			t.Fatal(err)

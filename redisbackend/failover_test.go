@@ -418,7 +418,9 @@ func TestClusterAcquireSoonAfterFailover(t *testing.T) {
 	}()
 	var first time.Duration
 	attempts := 0
-	for {
+	every := time.NewTicker(20 * time.Millisecond) // an attempt every 20ms until one gets the lock
+	defer every.Stop()
+	for ; ; <-every.C {
 		attempts++
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		lk, err = c.TryAcquire(actx, key, ttl)
@@ -430,7 +432,6 @@ func TestClusterAcquireSoonAfterFailover(t *testing.T) {
 		if time.Since(killed) > failoverBound {
 			t.Fatalf("no acquire within %v of the kill: %v", failoverBound, err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	promoted := <-promotedAt
 	t.Logf("promotion seen %v after kill -9; first acquire %v after it (%d attempts)", promoted.Round(time.Millisecond), first.Round(time.Millisecond), attempts)

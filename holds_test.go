@@ -440,13 +440,12 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 				t.Fatalf("the killed writer's hold: %v (its lease is 2s, read at once)", err)
 			}
 			writerEnd := time.UnixMilli(int64(end))
-			serverNow := func() time.Time { return serverNow(t, ctx, rdb) }
 
 			if !poll {
 				// Once the writer's lease is over by the server's clock, a
 				// single attempt gets in (beside the waiting reader, if it
 				// is in already).
-				waitUntil(t, 30*time.Second, "the writer's lease over by the server's clock", func() bool { return serverNow().After(writerEnd) })
+				waitUntil(t, 30*time.Second, "the writer's lease over by the server's clock", func() bool { return serverNow(t, ctx, rdb).After(writerEnd) })
 				lk, err := other.RWLock("doc").TryAcquireRead(ctx, 10*time.Second)
 				if err != nil {
 					t.Fatalf("a reader's single attempt after the writer's lease ended: %v", err)
@@ -459,7 +458,7 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("the waiting reader did not get in within 30s of the writer's kill (its lease was 2s)")
 			}
-			in := serverNow()
+			in := serverNow(t, ctx, rdb)
 			if got.err != nil {
 				t.Fatalf("the waiting reader: %v", got.err)
 			}

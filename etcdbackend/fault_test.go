@@ -178,9 +178,9 @@ func TestLeaderKilledWhileLocksHeld(t *testing.T) {
 	killed.Store(true)
 	newLeader := untilLeader(ctx, t, c)
 	t.Logf("killed leader m%d; m%d leads %v later", leader, newLeader, time.Since(killedAt).Round(time.Millisecond))
-	// The held locks are renewed through the new leader, past the lease
-	// they had at the kill, twice: the second renewal was sent once the
-	// first, after the election, had its answer.
+	// The held locks are renewed past the lease they had at the kill, twice:
+	// the second renewal was sent a renewal interval after the first had
+	// its answer, so after the kill, and granted through the new leader.
 	renewedSince(ctx, t, held, atKill)
 	renewedSince(ctx, t, held, deadlinesOf(held))
 	until(ctx, t, "critical sections after the kill", func() bool { return afterKill.Load() >= 20 })

@@ -62,12 +62,6 @@ func ExampleClient_Observe() {
 		fmt.Println(err)
 		return
 	}
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		if err := first.Resign(ctx); err != nil {
-			fmt.Println(err)
-		}
-	}()
 	for leader, err := range locks.Observe(ctx, "indexer") {
 		if err != nil {
 			fmt.Println(err)
@@ -78,6 +72,11 @@ func ExampleClient_Observe() {
 			break
 		}
 		fmt.Println("leader:", leader.ID)
+		// The leader steps down: the next value says so.
+		if err := first.Resign(ctx); err != nil {
+			fmt.Println(err)
+			return
+		}
 	}
 	// Output:
 	// leader: node-1

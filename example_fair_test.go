@@ -19,7 +19,12 @@ func ExampleWithFairness() {
 	// default, localhost:6379.
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locks := fencelock.New(redisbackend.New(rdb))
+	// WaitStart is called as an acquire begins to wait: a fair waiter has
+	// its place in line by then.
+	inLine := make(chan struct{}, 3)
+	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithHooks(fencelock.Hooks{
+		WaitStart: func(context.Context, fencelock.WaitEvent) { inLine <- struct{}{} },
+	}))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -30,7 +35,7 @@ func ExampleWithFairness() {
 	}
 	done := make(chan string, 3)
 	var wg sync.WaitGroup // the example ends after their releases
-	for i, name := range []string{"alice", "bob", "carol"} {
+	for _, name := range []string{"alice", "bob", "carol"} {
 		wg.Go(func() {
 			lk, err := locks.Acquire(ctx, "printer", 30*time.Second, fencelock.WithFairness())
 			if err != nil {
@@ -42,11 +47,7 @@ func ExampleWithFairness() {
 				fmt.Println(err)
 			}
 		})
-		// Let this one join the line (the sorted set lock:{printer}:queue)
-		// before the next one comes.
-		for rdb.ZCard(ctx, "lock:{printer}:queue").Val() < int64(i+1) {
-			time.Sleep(time.Millisecond)
-		}
+		<-inLine // this one joins the line before the next one comes
 	}
 	if err := first.Release(ctx); err != nil {
 		fmt.Println(err)

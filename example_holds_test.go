@@ -67,7 +67,17 @@ func ExampleClient_RWLock() {
 	// default, localhost:6379.
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locks := fencelock.New(redisbackend.New(rdb))
+	// WaitStart is called as an acquire begins to wait: its first attempt
+	// was refused (a writer's intent is on the server by then).
+	writerWaits := make(chan struct{}, 1)
+	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithHooks(fencelock.Hooks{
+		WaitStart: func(context.Context, fencelock.WaitEvent) {
+			select {
+			case writerWaits <- struct{}{}:
+			default:
+			}
+		},
+	}))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -101,20 +111,19 @@ func ExampleClient_RWLock() {
 		release(w) // before telling: the example then waits for it
 		written <- w.Fence()
 	}()
-	// Once the writer has asked (its intent is on the server), new
-	// readers wait for it.
-	for {
-		r, err := doc.TryAcquireRead(ctx, 30*time.Second)
-		if errors.Is(err, fencelock.ErrNotAcquired) {
-			fmt.Println("a new reader waits for the writer")
-			break
-		}
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		release(r) // the writer has not asked yet
-		time.Sleep(10 * time.Millisecond)
+	// Once the writer waits (its intent is on the server), new readers
+	// wait for it.
+	<-writerWaits
+	r, err := doc.TryAcquireRead(ctx, 30*time.Second)
+	switch {
+	case errors.Is(err, fencelock.ErrNotAcquired):
+		fmt.Println("a new reader waits for the writer")
+	case err != nil:
+		fmt.Println(err)
+		return
+	default:
+		fmt.Println("a new reader got in before the writer")
+		release(r)
 	}
 	release(r1)
 	release(r2)

@@ -52,7 +52,16 @@ func ExampleClient_Acquire() {
 	// default, localhost:6379.
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locks := fencelock.New(redisbackend.New(rdb))
+	// WaitStart is called as an acquire begins to wait for a held lock.
+	waiting := make(chan struct{}, 1)
+	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithHooks(fencelock.Hooks{
+		WaitStart: func(context.Context, fencelock.WaitEvent) {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		},
+	}))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -62,7 +71,7 @@ func ExampleClient_Acquire() {
 		return
 	}
 	go func() {
-		time.Sleep(50 * time.Millisecond) // the first holder works a little
+		<-waiting // the first holder releases once the other caller waits
 		if err := first.Release(ctx); err != nil {
 			fmt.Println(err)
 		}

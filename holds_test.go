@@ -29,16 +29,17 @@ type holdsChildConfig struct {
 	// Mode: "permit", "read" or "write" take one hold (Key) with a 2s
 	// lease, renewed every 500ms ("write": every third of the lease), print
 	// "TOKEN <token>" and "HELD <fence>" and wait to be killed; "semaphore"
-	// and "rwlock" run Workers workers contending for Key until Duration
-	// has passed since Start.
-	Mode     string
-	Key      string
-	Permits  int
-	Workers  int // rwlock: every Writers-th worker writes, the others read
-	Writers  int
-	Duration time.Duration
-	Hold     time.Duration
-	Start    time.Time
+	// and "rwlock" run Workers workers contending for Key for Duration,
+	// once all Processes have started (childtest.Together at Barrier).
+	Mode      string
+	Key       string
+	Permits   int
+	Workers   int // rwlock: every Writers-th worker writes, the others read
+	Writers   int
+	Duration  time.Duration
+	Hold      time.Duration
+	Barrier   string
+	Processes int
 }
 
 // holdsChildResult is what a worker child prints (one RESULT line of JSON).
@@ -116,14 +117,17 @@ return {n, tonumber(redis.call('GET', KEYS[3]) or '0')}
 `)
 
 // holdsWork runs cfg.Workers workers taking holds of cfg.Key until
-// cfg.Duration has passed since cfg.Start. Each counts itself in on the
+// cfg.Duration has passed since every process started. Each counts itself in on the
 // server while it holds, and fails if the count shows more holders than
 // allowed: for a semaphore, more than Permits; for a read-write lock, a
 // writer beside anyone, or a reader beside a writer.
 func holdsWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg holdsChildConfig) holdsChildResult {
-	time.Sleep(time.Until(cfg.Start))
-	end := cfg.Start.Add(cfg.Duration)
 	var res holdsChildResult
+	if err := childtest.Together(ctx, rdb, cfg.Barrier, cfg.Processes); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	end := time.Now().Add(cfg.Duration)
 	var mu sync.Mutex
 	fail := func(err error) {
 		mu.Lock()
@@ -197,7 +201,7 @@ func holdsWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg 
 // results, failing the test if any reported an error.
 func runHoldsWorkers(t *testing.T, addr string, procs int, cfg holdsChildConfig) []holdsChildResult {
 	t.Helper()
-	cfg.Start = time.Now().Add(3 * time.Second) // every process has started by then
+	cfg.Barrier, cfg.Processes = childtest.Barrier(), procs // they start work together
 	type child struct {
 		cmd *exec.Cmd
 		out *bufio.Scanner
@@ -301,12 +305,20 @@ func TestSemaphoreKilledHolderReclaimed(t *testing.T) {
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, time.Minute)
 	cmd, out := startHoldsChild(t, srv.Addr(), holdsChildConfig{Mode: "permit", Key: "pool", Permits: 1})
+	childToken := childLine(t, out, "TOKEN ")
 	childFence, _ := strconv.ParseInt(childLine(t, out, "HELD "), 10, 64)
 	sem := c.Semaphore("pool", 1)
 	if _, err := sem.TryAcquire(ctx, 10*time.Second); !errors.Is(err, fencelock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire while the child holds the only permit: %v, want ErrNotAcquired", err)
 	}
-	time.Sleep(3 * time.Second) // longer than the lease: the child renews it
+	// Past the end of the lease the child had then, by the server's clock:
+	// the child renews it.
+	score, err := rdb.ZScore(ctx, "lock:{pool}:sem", childToken).Result()
+	if err != nil {
+		t.Fatalf("the child's permit: %v", err)
+	}
+	firstEnd := time.UnixMilli(int64(score)) // the lease's end, in ms of the server's clock
+	waitUntil(t, 30*time.Second, "the server's clock past the child's first lease", func() bool { return serverNow(t, ctx, rdb).After(firstEnd) })
 	if _, err := sem.TryAcquire(ctx, 10*time.Second); !errors.Is(err, fencelock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire after the child held for longer than its lease: %v, want ErrNotAcquired (renewed)", err)
 	}
@@ -399,7 +411,9 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 			pollerDone := make(chan error, 1)
 			if poll {
 				go func() {
-					for {
+					every := time.NewTicker(5 * time.Millisecond) // the reader's polling interval
+					defer every.Stop()
+					for ; ; <-every.C {
 						lk, err := other.RWLock("doc").TryAcquireRead(ctx, 10*time.Second)
 						switch {
 						case err == nil:
@@ -410,7 +424,6 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 							pollerDone <- fmt.Errorf("a polling reader's attempt: %w", err)
 							return
 						}
-						time.Sleep(5 * time.Millisecond)
 					}
 				}()
 			}
@@ -427,21 +440,12 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 				t.Fatalf("the killed writer's hold: %v (its lease is 2s, read at once)", err)
 			}
 			writerEnd := time.UnixMilli(int64(end))
-			serverNow := func() time.Time {
-				now, err := rdb.Time(ctx).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return now
-			}
 
 			if !poll {
 				// Once the writer's lease is over by the server's clock, a
 				// single attempt gets in (beside the waiting reader, if it
 				// is in already).
-				for !serverNow().After(writerEnd) {
-					time.Sleep(10 * time.Millisecond)
-				}
+				waitUntil(t, 30*time.Second, "the writer's lease over by the server's clock", func() bool { return serverNow(t, ctx, rdb).After(writerEnd) })
 				lk, err := other.RWLock("doc").TryAcquireRead(ctx, 10*time.Second)
 				if err != nil {
 					t.Fatalf("a reader's single attempt after the writer's lease ended: %v", err)
@@ -454,7 +458,7 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("the waiting reader did not get in within 30s of the writer's kill (its lease was 2s)")
 			}
-			in := serverNow()
+			in := serverNow(t, ctx, rdb)
 			if got.err != nil {
 				t.Fatalf("the waiting reader: %v", got.err)
 			}
@@ -504,27 +508,30 @@ func TestRWLockWriterPreference(t *testing.T) {
 		writer <- result{lk, err}
 	}()
 	// Once the writer's first attempt is refused, its intent refuses readers.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, 30*time.Second, "new readers refused once a writer waits", func() bool {
 		lk, err := rw1.TryAcquireRead(ctx, 30*time.Second)
 		if errors.Is(err, fencelock.ErrNotAcquired) {
-			break
+			return true
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		lk.Release(ctx)
-		if time.Now().After(deadline) {
-			t.Fatal("new readers still admitted 10s after a writer began waiting")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	readers := make(chan result, 1)
 	go func() {
 		lk, err := rw1.AcquireRead(ctx, 30*time.Second)
 		readers <- result{lk, err}
 	}()
-	time.Sleep(3 * time.Second) // longer than WriterIntentLease: the writer renews it
+	// Past the end of the intent's first lease, by the server's clock: the
+	// writer renews it (its attempts do), and the readers still wait.
+	intents, err := rdb.ZRangeWithScores(ctx, "lock:{doc}:rw:writers", 0, -1).Result()
+	if err != nil || len(intents) != 1 {
+		t.Fatalf("the waiting writer's intent: %v %v, want one", intents, err)
+	}
+	intentEnd := time.UnixMilli(int64(intents[0].Score)) // the place's end, in ms of the server's clock
+	waitUntil(t, 30*time.Second, "the server's clock past the writer's first intent", func() bool { return serverNow(t, ctx, rdb).After(intentEnd) })
 	select {
 	case r := <-writer:
 		t.Fatalf("the writer got %v while a reader held the lock", r.err)
@@ -571,10 +578,22 @@ func TestHoldsRenewedAndLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * ttl)
+	// Past the end of the leases they were granted, by the server's clock:
+	// only renewals keep them.
+	var end time.Time
+	for key, lk := range map[string]*fencelock.Lock{"lock:{pool}:sem": permit, "lock:{doc}:rw": reader} {
+		score, err := rdb.ZScore(ctx, key, lk.Token()).Result()
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if e := time.UnixMilli(int64(score)); e.After(end) { // ms of the server's clock
+			end = e
+		}
+	}
+	waitUntil(t, 30*time.Second, "the server's clock past the first leases", func() bool { return serverNow(t, ctx, rdb).After(end) })
 	for name, lk := range map[string]*fencelock.Lock{"permit": permit, "reader": reader} {
 		if err := lk.Err(); err != nil {
-			t.Fatalf("%s after 2 leases of renewal: %v", name, err)
+			t.Fatalf("%s past its first lease, renewed: %v", name, err)
 		}
 		if got, err := lk.TTL(ctx); err != nil || got <= 0 || got > ttl {
 			t.Fatalf("%s TTL = %v, %v; want (0, %v]", name, got, err, ttl)
@@ -593,4 +612,14 @@ func TestHoldsRenewedAndLost(t *testing.T) {
 	if !errors.Is(permit.Err(), fencelock.ErrLost) || !errors.Is(reader.Err(), fencelock.ErrLost) {
 		t.Fatalf("Err = %v, %v; want ErrLost", permit.Err(), reader.Err())
 	}
+}
+
+// serverNow returns the time by the Redis server's clock.
+func serverNow(t *testing.T, ctx context.Context, rdb *redis.Client) time.Time {
+	t.Helper()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
 }

@@ -283,24 +283,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.client.leases.reschedule(l)
 	}
 
-	// A reply after the deadline comes too late: the lock will have been
-	// declared lost by then.
-	rctx, cancel := context.WithDeadline(ctx, deadline)
-	var results []RenewResult
-	err := rctx.Err()
-	if err != nil {
-		err = fmt.Errorf("%w: %w", ErrNotSent, err)
-	} else {
-		results, err = l.client.store.Renew(rctx, []RenewRequest{{Ref: l.ref, TTL: ttl}})
-	}
-	cancel()
-	if err == nil && len(results) != 1 {
-		err = fmt.Errorf("backend returned %d results for 1 renewal", len(results))
-	}
-	res := RenewResult{Err: err}
-	if err == nil {
-		res = results[0]
-	}
+	res, err := l.sendRefresh(ctx, ttl, deadline)
 	if errors.Is(err, ErrNotSent) {
 		// Not applied: the lease it had still holds.
 		l.mu.Lock()
@@ -319,6 +302,27 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	default:
 		return nil
 	}
+}
+
+// sendRefresh sends Refresh's renewal, bounded by deadline: a reply after
+// it comes too late, the lock will have been declared lost by then. It
+// returns the renewal's result, and err, the request's own error (res.Err
+// then too).
+func (l *Lock) sendRefresh(ctx context.Context, ttl time.Duration, deadline time.Time) (res RenewResult, err error) {
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if err := rctx.Err(); err != nil {
+		err = fmt.Errorf("%w: %w", ErrNotSent, err)
+		return RenewResult{Err: err}, err
+	}
+	results, err := l.client.store.Renew(rctx, []RenewRequest{{Ref: l.ref, TTL: ttl}})
+	if err == nil && len(results) != 1 {
+		err = fmt.Errorf("backend returned %d results for 1 renewal", len(results))
+	}
+	if err != nil {
+		return RenewResult{Err: err}, err
+	}
+	return results[0], nil
 }
 
 // Context returns a copy of ctx that is cancelled when the lock ends: with

@@ -200,90 +200,137 @@ func (c *Client) ForceRelease(ctx context.Context, key, reason string, kinds ...
 	if err != nil {
 		return LockInfo{}, err
 	}
-	if reason == "" {
-		return LockInfo{}, invalid("reason", reason, "ForceRelease needs a reason, for the log")
+	if err := checkForceArgs(reason, kinds); err != nil {
+		return LockInfo{}, err
 	}
-	for _, k := range kinds {
-		if k > KindWrite {
-			return LockInfo{}, invalid("kind", k, "must be KindLock, KindSemaphore, KindRead or KindWrite")
-		}
-	}
-	wanted := func(k Kind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
 	before, err := c.inspect(ctx, inspector, key)
 	if err != nil {
 		return before, err
 	}
-	lock := before.Held && wanted(KindLock)
-	var others []HoldInfo
-	for _, h := range before.Others {
-		if wanted(h.Kind) {
-			others = append(others, h)
-		}
-	}
-	if !lock && len(others) == 0 {
+	f := &forcing{c: c, ctx: ctx, inspector: inspector, key: key, reason: reason, before: before,
+		lock: before.Held && wantedKind(kinds, KindLock), others: wantedHolds(before.Others, kinds)}
+	if !f.lock && len(f.others) == 0 {
 		return before, nil
 	}
-	attrs := []any{"key", key, "reason", reason}
-	if lock {
-		attrs = append(attrs, "owner", before.Owner, "fence", before.Fence, "holds", len(before.Holds),
-			"tokens", shortTokens(before.Holds), "ttl", before.TTL)
-	}
-	if len(others) > 0 {
-		attrs = append(attrs, "others", describeHolds(others))
-	}
-	c.log.Warn("fencelock: force release", attrs...)
+	f.logStart()
+	err = f.run()
+	f.logDone(err)
+	return before, err
+}
 
-	var released []HoldInfo
-	var next LockInfo // the lock's state after, when ForceRelease looked
-	done := func(err error) (LockInfo, error) {
-		attrs := []any{"key", key, "reason", reason}
-		if lock {
-			attrs = append(attrs, "fence", before.Fence)
-		}
-		attrs = append(attrs, "released", len(released), "tokens", describeHolds(released))
-		if next.Held && next.Fence != before.Fence {
-			attrs = append(attrs, "next_fence", next.Fence, "next_owner", next.Owner)
-		}
-		if err != nil {
-			attrs = append(attrs, "err", err)
-		}
-		c.log.Warn("fencelock: force released", attrs...)
-		return before, err
+// checkForceArgs checks ForceRelease's reason and kinds.
+func checkForceArgs(reason string, kinds []Kind) error {
+	if reason == "" {
+		return invalid("reason", reason, "ForceRelease needs a reason, for the log")
 	}
-	for _, h := range others {
-		ok, err := c.forceReleaseHold(ctx, key, h, reason)
-		if err != nil {
-			return done(err)
-		}
-		if ok {
-			released = append(released, h)
+	for _, k := range kinds {
+		if k > KindWrite {
+			return invalid("kind", k, "must be KindLock, KindSemaphore, KindRead or KindWrite")
 		}
 	}
-	if !lock {
-		return done(nil)
+	return nil
+}
+
+// wantedKind reports whether ForceRelease with kinds frees holds of kind k
+// (no kinds: every kind).
+func wantedKind(kinds []Kind, k Kind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
+
+// wantedHolds returns the holds of the kinds ForceRelease frees.
+func wantedHolds(holds []HoldInfo, kinds []Kind) []HoldInfo {
+	var out []HoldInfo
+	for _, h := range holds {
+		if wantedKind(kinds, h.Kind) {
+			out = append(out, h)
+		}
 	}
-	next = before
+	return out
+}
+
+// forcing is one ForceRelease: what it found, and what it released.
+type forcing struct {
+	c           *Client
+	ctx         context.Context
+	inspector   driver.Inspector
+	key, reason string
+
+	before LockInfo   // the state before
+	lock   bool       // the lock is held and wanted
+	others []HoldInfo // the wanted holds of the other kinds
+
+	released []HoldInfo
+	next     LockInfo // the lock's state after, when ForceRelease looked
+}
+
+// logStart logs what ForceRelease is about to free.
+func (f *forcing) logStart() {
+	attrs := []any{"key", f.key, "reason", f.reason}
+	if f.lock {
+		attrs = append(attrs, "owner", f.before.Owner, "fence", f.before.Fence, "holds", len(f.before.Holds),
+			"tokens", shortTokens(f.before.Holds), "ttl", f.before.TTL)
+	}
+	if len(f.others) > 0 {
+		attrs = append(attrs, "others", describeHolds(f.others))
+	}
+	f.c.log.Warn("fencelock: force release", attrs...)
+}
+
+// run releases the other kinds' holds, then the lock's holds, in rounds
+// while its owner re-enters it under the same fence.
+func (f *forcing) run() error {
+	if err := f.releaseHolds(f.others); err != nil {
+		return err
+	}
+	if !f.lock {
+		return nil
+	}
+	f.next = f.before
 	for range maxForceRounds {
-		for _, h := range next.Holds {
-			ok, err := c.forceReleaseHold(ctx, key, h, reason)
-			if err != nil {
-				return done(err)
-			}
-			if ok {
-				released = append(released, h)
-			}
+		if err := f.releaseHolds(f.next.Holds); err != nil {
+			return err
 		}
-		if next, err = c.inspect(ctx, inspector, key); err != nil {
-			return done(err)
+		var err error
+		if f.next, err = f.c.inspect(f.ctx, f.inspector, f.key); err != nil {
+			return err
 		}
-		if !next.Held || next.Fence != before.Fence {
+		if !f.next.Held || f.next.Fence != f.before.Fence {
 			// Free, or taken since by another acquisition: not ours to free.
-			return done(nil)
+			return nil
 		}
 		// The holder re-entered meanwhile: its new holds go too.
 	}
-	return done(lockError("force release", key, fmt.Errorf(
-		"%w: its owner re-entered it in each of %d rounds of releases", ErrNotAcquired, maxForceRounds)))
+	return lockError("force release", f.key, fmt.Errorf(
+		"%w: its owner re-entered it in each of %d rounds of releases", ErrNotAcquired, maxForceRounds))
+}
+
+// releaseHolds releases holds, keeping those that were live.
+func (f *forcing) releaseHolds(holds []HoldInfo) error {
+	for _, h := range holds {
+		ok, err := f.c.forceReleaseHold(f.ctx, f.key, h, f.reason)
+		if err != nil {
+			return err
+		}
+		if ok {
+			f.released = append(f.released, h)
+		}
+	}
+	return nil
+}
+
+// logDone logs what ForceRelease freed, the lock's next holder if another
+// acquisition took it meanwhile, and err.
+func (f *forcing) logDone(err error) {
+	attrs := []any{"key", f.key, "reason", f.reason}
+	if f.lock {
+		attrs = append(attrs, "fence", f.before.Fence)
+	}
+	attrs = append(attrs, "released", len(f.released), "tokens", describeHolds(f.released))
+	if f.next.Held && f.next.Fence != f.before.Fence {
+		attrs = append(attrs, "next_fence", f.next.Fence, "next_owner", f.next.Owner)
+	}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	f.c.log.Warn("fencelock: force released", attrs...)
 }
 
 // forceReleaseHold releases h, a hold of key, by its token for

@@ -12,9 +12,9 @@ import (
 
 // newLocks returns a fencelock Client on the shared cluster, in a namespace
 // of the test's own, closed at cleanup.
-func newLocks(t *testing.T) *fencelock.Client {
+func newLocks(t *testing.T, opts ...fencelock.Option) *fencelock.Client {
 	t.Helper()
-	c := fencelock.New(etcdbackend.New(newClient(t, sharedCluster.Endpoints()...)), fencelock.WithNamespace(t.Name()))
+	c := fencelock.New(etcdbackend.New(newClient(t, sharedCluster.Endpoints()...)), append([]fencelock.Option{fencelock.WithNamespace(t.Name())}, opts...)...)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -97,7 +97,8 @@ func TestRefreshChangesTheLease(t *testing.T) {
 func TestWaiterWokenByRelease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	holder, waiter := newLocks(t), newLocks(t)
+	waiting := make(chan struct{}, 1)
+	holder, waiter := newLocks(t), newLocks(t, waitStarted(waiting))
 	lk, err := holder.TryAcquire(ctx, "k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 		}
 		got <- w
 	}()
-	time.Sleep(time.Second) // the waiter found the lock held and watches it
+	awaitSignal(ctx, t, waiting, "the waiter to find the lock held and watch it")
 	released := time.Now()
 	if err := lk.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -204,4 +205,26 @@ func TestNamesDoNotCollide(t *testing.T) {
 		t.Fatalf("a key that is another's escaped form: %v", err)
 	}
 	defer c.Release(ctx)
+}
+
+// waitStarted is a hook that signals c when an acquire call begins to wait:
+// its attempt found the lock held, and it watches the lock (or, fair, has
+// its place in line) before it sleeps.
+func waitStarted(c chan<- struct{}) fencelock.Option {
+	return fencelock.WithHooks(fencelock.Hooks{WaitStart: func(context.Context, fencelock.WaitEvent) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}})
+}
+
+// awaitSignal waits for a value on c, failing the test when ctx ends first.
+func awaitSignal(ctx context.Context, t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+	}
 }

@@ -50,49 +50,88 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: placeFor, Reason: "must not be negative"}
 	}
 	k := keysOf(req.Namespace, req.Key)
-	me := k.lineKey(req.Token)
-	known, inLine := b.placeOf(me)
+	a := &fairAttempt{b: b, ctx: ctx, req: req, k: k, me: k.lineKey(req.Token), hold: k.hold(req.Token), secs: leaseSeconds(req.TTL)}
+	a.known, a.inLine = b.placeOf(a.me)
+	if err := a.grantLeases(placeFor); err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	resp, err := a.txn(placeFor).Commit()
+	if err != nil {
+		b.revokeLater(a.lease.ID)
+		return fencelock.AcquireResult{}, err
+	}
+	return a.outcome(resp)
+}
 
-	// The hold's lease, and the place's: the known one renewed, or a new one.
-	secs := leaseSeconds(req.TTL)
-	var lease *clientv3.LeaseGrantResponse
+// fairAttempt is one AcquireFair: the caller's keys, its known place in
+// line, and the leases granted for its hold and its place.
+type fairAttempt struct {
+	b          *Backend
+	ctx        context.Context
+	req        fencelock.AcquireRequest
+	k          keys
+	me         string // the caller's key in the line
+	hold       string // the caller's hold
+	known      place  // the caller's place, if inLine
+	inLine     bool
+	secs       int64
+	lease      *clientv3.LeaseGrantResponse
+	placeLease clientv3.LeaseID
+}
+
+// grantLeases grants the hold's lease and, for a caller that keeps a place
+// (placeFor > 0), renews the known place's lease or grants a new one,
+// concurrently.
+func (a *fairAttempt) grantLeases(placeFor time.Duration) error {
+	b, ctx := a.b, a.ctx
 	var leaseErr error
-	var placeLease clientv3.LeaseID
 	var wg sync.WaitGroup
-	wg.Go(func() { lease, leaseErr = b.cli.Grant(ctx, secs) })
+	wg.Go(func() { a.lease, leaseErr = b.cli.Grant(ctx, a.secs) })
 	if placeFor > 0 {
-		wg.Go(func() {
-			if inLine {
-				if ttls, err := b.keepAlive(ctx, []clientv3.LeaseID{known.lease}); err == nil && ttls[known.lease] > 0 {
-					placeLease = known.lease
-					return
-				}
-			}
-			if r, err := b.cli.Grant(ctx, leaseSeconds(placeFor)); err == nil {
-				placeLease = r.ID
-			}
-		})
+		wg.Go(func() { a.placeLease = a.placeLeaseFor(placeFor) })
 	}
 	wg.Wait()
 	if leaseErr != nil {
-		return fencelock.AcquireResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, leaseErr)
+		return fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, a.secs, leaseErr)
 	}
-	if placeFor > 0 && placeLease == 0 {
-		b.revokeLater(lease.ID)
-		return fencelock.AcquireResult{}, fmt.Errorf("%w: no lease for the place in line", fencelock.ErrNotSent)
+	if placeFor > 0 && a.placeLease == 0 {
+		b.revokeLater(a.lease.ID)
+		return fmt.Errorf("%w: no lease for the place in line", fencelock.ErrNotSent)
 	}
+	return nil
+}
 
-	hold := k.hold(req.Token)
-	put := clientv3.OpPut(hold, req.Owner, clientv3.WithLease(lease.ID), clientv3.WithPrevKV())
+// placeLeaseFor returns the known place's lease, renewed, or a new one of
+// placeFor (0: neither could be had).
+func (a *fairAttempt) placeLeaseFor(placeFor time.Duration) clientv3.LeaseID {
+	b, known := a.b, a.known
+	if a.inLine {
+		if ttls, err := b.keepAlive(a.ctx, []clientv3.LeaseID{known.lease}); err == nil && ttls[known.lease] > 0 {
+			return known.lease
+		}
+	}
+	if r, err := b.cli.Grant(a.ctx, leaseSeconds(placeFor)); err == nil {
+		return r.ID
+	}
+	return 0
+}
+
+// txn is AcquireFair's one transaction: unless the token is tombstoned, the
+// free lock is taken when the line is empty or the token is first in it,
+// the held lock re-entered by its owner; otherwise the token joins the line
+// (or keeps its place), and the line's head and the holds are read.
+func (a *fairAttempt) txn(placeFor time.Duration) clientv3.Txn {
+	k, me, req, known := a.k, a.me, a.req, a.known
+	put := clientv3.OpPut(a.hold, req.Owner, clientv3.WithLease(a.lease.ID), clientv3.WithPrevKV())
 	getLast := clientv3.OpGet(k.last)
 	noHolds := clientv3.Compare(clientv3.CreateRevision(k.holds), "=", 0).WithRange(k.holdsEnd())
 	allOwners := clientv3.Compare(clientv3.Value(k.holds), "=", req.Owner).WithRange(k.holdsEnd())
 	lineEmpty := clientv3.Compare(clientv3.CreateRevision(k.line()), "=", 0).WithRange(k.lineEnd())
-	take := []clientv3.Op{mint(k, req.FenceFloor, lease.Revision), put, getLast, clientv3.OpDelete(me)}
+	take := []clientv3.Op{mint(k, req.FenceFloor, a.lease.Revision), put, getLast, clientv3.OpDelete(me)}
 	// first: this token's key is the one known, and no key of the line is
 	// older. Unknown (not in line yet): never first.
 	first := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(me), "=", -1)}
-	if inLine {
+	if a.inLine {
 		first = []clientv3.Cmp{
 			clientv3.Compare(clientv3.CreateRevision(me), "=", known.rev),
 			clientv3.Compare(clientv3.CreateRevision(k.line()), ">", known.rev-1).WithRange(k.lineEnd()),
@@ -102,7 +141,7 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 	if placeFor > 0 {
 		join = append(join, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(me), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(me, req.Owner, clientv3.WithLease(placeLease))},
+			[]clientv3.Op{clientv3.OpPut(me, req.Owner, clientv3.WithLease(a.placeLease))},
 			nil))
 	}
 	join = append(join,
@@ -110,7 +149,7 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		clientv3.OpGet(k.line(), clientv3.WithRange(k.lineEnd()), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
 		clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd())))
 
-	resp, err := b.cli.Txn(ctx).
+	return a.b.cli.Txn(a.ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k.tombstone(req.Token)), "=", 0)).
 		Then(clientv3.OpTxn(
 			[]clientv3.Cmp{noHolds},
@@ -123,83 +162,96 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 				[]clientv3.Op{put, getLast, clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()), clientv3.WithCountOnly()), clientv3.OpDelete(me)},
 				join)},
 		)).
-		Else(clientv3.OpDelete(me), clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()))). // tombstoned: leave the line too
-		Commit()
-	if err != nil {
-		b.revokeLater(lease.ID)
-		return fencelock.AcquireResult{}, err
-	}
-	// unusedPlace gives back a place lease that no key of the line uses.
-	unusedPlace := func(used clientv3.LeaseID) {
-		if placeLease != 0 && placeLease != used {
-			b.revokeLater(placeLease)
-		}
-	}
-	taken := func(r *pb.TxnResponse) (fencelock.AcquireResult, error) {
-		fence, err := fenceOf(r.Responses[2].GetResponseRange())
-		if err != nil {
-			return fencelock.AcquireResult{}, err
-		}
-		b.remember(hold, holdLease{id: lease.ID, asked: secs})
-		b.forgetPlace(me)
-		unusedPlace(0)
-		if inLine && known.lease != placeLease {
-			b.revokeLater(known.lease)
-		}
-		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
-	}
-	// waiting reads the line after a refusal: remembers this token's
-	// place and works out HolderTTL.
-	waiting := func(ops []*pb.ResponseOp) fencelock.AcquireResult {
-		b.revokeLater(lease.ID)
-		n := len(ops)
-		mine, head, holds := ops[n-3].GetResponseRange().Kvs, ops[n-2].GetResponseRange().Kvs, ops[n-1].GetResponseRange().Kvs
-		if len(mine) == 1 {
-			b.rememberPlace(me, place{lease: clientv3.LeaseID(mine[0].Lease), rev: mine[0].CreateRevision})
-			unusedPlace(clientv3.LeaseID(mine[0].Lease))
-		} else {
-			unusedPlace(0)
-		}
-		if len(holds) > 0 {
-			return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holds)}
-		}
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, head)} // free: the first waiter's place
-	}
+		Else(clientv3.OpDelete(me), clientv3.OpGet(k.holds, clientv3.WithRange(k.holdsEnd()))) // tombstoned: leave the line too
+}
+
+// outcome reads the transaction's branches: tombstoned, taken (free, with
+// an empty line or the token first), re-entered, or waiting in line.
+func (a *fairAttempt) outcome(resp *clientv3.TxnResponse) (fencelock.AcquireResult, error) {
+	b := a.b
 	if !resp.Succeeded {
-		b.revokeLater(lease.ID)
-		unusedPlace(0)
-		b.forgetPlace(me)
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, resp.Responses[1].GetResponseRange().Kvs)}, nil
+		b.revokeLater(a.lease.ID)
+		a.unusedPlace(0)
+		b.forgetPlace(a.me)
+		return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, resp.Responses[1].GetResponseRange().Kvs)}, nil
 	}
 	state := resp.Responses[0].GetResponseTxn()
 	turn := state.Responses[0].GetResponseTxn()
 	if state.Succeeded { // free
 		if turn.Succeeded { // an empty line
-			return taken(turn)
+			return a.taken(turn)
 		}
 		mineFirst := turn.Responses[0].GetResponseTxn()
 		if mineFirst.Succeeded {
-			return taken(mineFirst)
+			return a.taken(mineFirst)
 		}
-		return waiting(mineFirst.Responses), nil
+		return a.waiting(mineFirst.Responses), nil
 	}
 	if turn.Succeeded { // re-entry (or a retry of this token)
-		if prev := turn.Responses[0].GetResponsePut().PrevKv; prev != nil && clientv3.LeaseID(prev.Lease) != lease.ID {
-			b.revokeLater(clientv3.LeaseID(prev.Lease))
-		}
-		// Its place, if it had one, is gone with the re-entry: it must not
-		// hold the line up once the lock is free.
-		b.forgetPlace(me)
-		unusedPlace(0)
-		fence, err := fenceOf(turn.Responses[1].GetResponseRange())
-		if err != nil {
-			return fencelock.AcquireResult{}, err
-		}
-		b.remember(hold, holdLease{id: lease.ID, asked: secs})
-		holds := int(turn.Responses[2].GetResponseRange().Count)
-		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}, nil
+		return a.reentered(turn)
 	}
-	return waiting(turn.Responses), nil
+	return a.waiting(turn.Responses), nil
+}
+
+// unusedPlace gives back a place lease that no key of the line uses.
+func (a *fairAttempt) unusedPlace(used clientv3.LeaseID) {
+	if a.placeLease != 0 && a.placeLease != used {
+		a.b.revokeLater(a.placeLease)
+	}
+}
+
+// taken: the free lock is the caller's, and its place in line is gone.
+func (a *fairAttempt) taken(r *pb.TxnResponse) (fencelock.AcquireResult, error) {
+	b := a.b
+	fence, err := fenceOf(r.Responses[2].GetResponseRange())
+	if err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	b.remember(a.hold, holdLease{id: a.lease.ID, asked: a.secs})
+	b.forgetPlace(a.me)
+	a.unusedPlace(0)
+	if a.inLine && a.known.lease != a.placeLease {
+		b.revokeLater(a.known.lease)
+	}
+	return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(a.lease.TTL, a.req.TTL)}, nil
+}
+
+// reentered: the owner re-entered the lock it holds.
+func (a *fairAttempt) reentered(turn *pb.TxnResponse) (fencelock.AcquireResult, error) {
+	b := a.b
+	if prev := turn.Responses[0].GetResponsePut().PrevKv; prev != nil && clientv3.LeaseID(prev.Lease) != a.lease.ID {
+		b.revokeLater(clientv3.LeaseID(prev.Lease))
+	}
+	// Its place, if it had one, is gone with the re-entry: it must not
+	// hold the line up once the lock is free.
+	b.forgetPlace(a.me)
+	a.unusedPlace(0)
+	fence, err := fenceOf(turn.Responses[1].GetResponseRange())
+	if err != nil {
+		return fencelock.AcquireResult{}, err
+	}
+	b.remember(a.hold, holdLease{id: a.lease.ID, asked: a.secs})
+	holds := int(turn.Responses[2].GetResponseRange().Count)
+	return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(a.lease.TTL, a.req.TTL)}, nil
+}
+
+// waiting reads the line after a refusal: remembers this token's place and
+// works out HolderTTL.
+func (a *fairAttempt) waiting(ops []*pb.ResponseOp) fencelock.AcquireResult {
+	b := a.b
+	b.revokeLater(a.lease.ID)
+	n := len(ops)
+	mine, head, holds := ops[n-3].GetResponseRange().Kvs, ops[n-2].GetResponseRange().Kvs, ops[n-1].GetResponseRange().Kvs
+	if len(mine) == 1 {
+		b.rememberPlace(a.me, place{lease: clientv3.LeaseID(mine[0].Lease), rev: mine[0].CreateRevision})
+		a.unusedPlace(clientv3.LeaseID(mine[0].Lease))
+	} else {
+		a.unusedPlace(0)
+	}
+	if len(holds) > 0 {
+		return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, holds)}
+	}
+	return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, head)} // free: the first waiter's place
 }
 
 // WatchTurn implements fencelock.FairBackend: it watches the key just

@@ -24,9 +24,10 @@ func TestFairWaitersInJoinOrder(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup
+	waiting := make(chan struct{}, 1)
 	for i := range 4 {
 		name := fmt.Sprint("w", i)
-		locks := newLocks(t)
+		locks := newLocks(t, waitStarted(waiting))
 		wg.Go(func() {
 			// A fallback timer of a minute: only the turn notifications
 			// can hand the lock on within the test's time.
@@ -39,10 +40,9 @@ func TestFairWaitersInJoinOrder(t *testing.T) {
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
 			w.Release(ctx)
 		})
-		time.Sleep(500 * time.Millisecond) // w(i) is in line before w(i+1) comes
+		awaitSignal(ctx, t, waiting, name+" to join the line") // before the next one comes
 	}
 	start := time.Now()
 	lk.Release(ctx)

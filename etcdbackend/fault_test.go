@@ -62,16 +62,55 @@ func (g *guard) check(t *testing.T) {
 // untilLeader waits for the cluster to have a leader and returns it.
 func untilLeader(ctx context.Context, t *testing.T, c *etcdserver.Cluster) int {
 	t.Helper()
-	for {
-		i, err := c.Leader(ctx)
-		if err == nil {
-			return i
+	var leader int
+	var err error
+	until(ctx, t, "a leader", func() bool {
+		leader, err = c.Leader(ctx)
+		return err == nil
+	})
+	return leader
+}
+
+// until polls cond until it holds, failing the test when ctx ends first
+// (its deadline only bounds a hang: make it generous).
+func until(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no leader: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// renewedSince waits until each lock's deadline is past the one given for
+// it: a renewal sent since was granted.
+func renewedSince(ctx context.Context, t *testing.T, locks []*fencelock.Lock, deadlines []time.Time) {
+	t.Helper()
+	for i, lk := range locks {
+		until(ctx, t, fmt.Sprintf("a renewal of %s", lk.Key()), func() bool {
+			return lk.Err() != nil || lk.Deadline().After(deadlines[i])
+		})
+	}
+}
+
+// deadlinesOf returns the locks' deadlines.
+func deadlinesOf(locks []*fencelock.Lock) []time.Time {
+	var out []time.Time
+	for _, lk := range locks {
+		out = append(out, lk.Deadline())
+	}
+	return out
+}
+
+// entered returns how many critical sections were entered.
+func (g *guard) entered() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.entries
 }
 
 // Kill -9 the leader while locks are held and workers take turns on two
@@ -131,21 +170,28 @@ func TestLeaderKilledWhileLocksHeld(t *testing.T) {
 		})
 	}
 
-	time.Sleep(time.Second)
+	until(ctx, t, "the workers to take turns", func() bool { return g.entered() >= 20 })
 	leader := untilLeader(ctx, t, c)
 	killedAt := time.Now()
+	atKill := deadlinesOf(held)
 	c.Kill(leader)
 	killed.Store(true)
 	newLeader := untilLeader(ctx, t, c)
 	t.Logf("killed leader m%d; m%d leads %v later", leader, newLeader, time.Since(killedAt).Round(time.Millisecond))
-	time.Sleep(4 * time.Second) // more than a lease of the held locks
+	// The held locks are renewed past the lease they had at the kill, twice:
+	// the second renewal was sent a renewal interval after the first had
+	// its answer, so after the kill, and granted through the new leader.
+	renewedSince(ctx, t, held, atKill)
+	renewedSince(ctx, t, held, deadlinesOf(held))
+	until(ctx, t, "critical sections after the kill", func() bool { return afterKill.Load() >= 20 })
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	rejoined := g.entered()
+	until(ctx, t, "critical sections after the old leader rejoined", func() bool { return g.entered() >= rejoined+20 })
 	close(stop)
 	wg.Wait()
 
@@ -275,7 +321,6 @@ func TestWholeClusterRestart(t *testing.T) {
 	for i := range c.Members() {
 		c.Kill(i)
 	}
-	time.Sleep(time.Second)
 	for i := range c.Members() {
 		if err := c.Restart(i); err != nil {
 			t.Fatal(err)
@@ -285,7 +330,10 @@ func TestWholeClusterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the cluster was down and back in %v", time.Since(down).Round(time.Millisecond))
-	time.Sleep(5 * time.Second) // two renewals at least
+	// Two renewals at least once it is back: the first may have been sent
+	// while it was down.
+	renewedSince(ctx, t, held, deadlinesOf(held))
+	renewedSince(ctx, t, held, deadlinesOf(held))
 
 	for _, lk := range held {
 		if err := lk.Err(); err != nil {

@@ -131,163 +131,215 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
 	}
 	k := rwKeysOf(req.Namespace, req.Key)
-	me := k.hold(req.Token)
-	myPlace := k.places + req.Token
+	a := &rwAttempt{b: b, ctx: ctx, req: req, k: k, me: k.hold(req.Token), myPlace: k.places + req.Token, secs: leaseSeconds(req.TTL)}
 	if req.Write {
-		myPlace = k.intents + req.Token
+		a.myPlace = k.intents + req.Token
 	}
-	secs := leaseSeconds(req.TTL)
-	lease, placeLease, err := b.leasesFor(ctx, secs, myPlace, req.Place)
+	a.lease, a.placeLease, err = b.leasesFor(ctx, a.secs, a.myPlace, req.Place)
 	if err != nil {
 		return fencelock.AcquireResult{}, err
-	}
-	unused := func(keep clientv3.LeaseID) {
-		if placeLease != 0 && placeLease != keep {
-			b.revokeLater(placeLease)
-		}
 	}
 	for range permitRaces {
 		s, err := b.readRW(ctx, k, req.Token)
 		if err != nil {
-			b.revokeLater(lease.ID)
-			unused(0)
-			return fencelock.AcquireResult{}, fmt.Errorf("%w: reading the read-write lock: %w", fencelock.ErrNotSent, err)
+			return a.fail(fmt.Errorf("%w: reading the read-write lock: %w", fencelock.ErrNotSent, err))
 		}
-		// Every write is on condition that nothing was put since the read.
-		unchanged := clientv3.Compare(clientv3.ModRevision(k.prefix), "<", s.rev+1).WithRange(k.end())
-		leave := []clientv3.Op{clientv3.OpDelete(k.intents + req.Token), clientv3.OpDelete(k.places + req.Token)}
-
-		if s.tomb {
-			// A late copy of an acquire its client gave up: refused, and
-			// its place goes.
-			if _, err := b.cli.Txn(ctx).Then(leave...).Commit(); err != nil {
-				b.revokeLater(lease.ID)
-				unused(0)
-				return fencelock.AcquireResult{}, err
-			}
-			b.revokeLater(lease.ID)
-			unused(0)
-			b.forgetPlace(myPlace)
-			return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, s.holds)}, nil
+		res, raced, err := a.try(s)
+		if !raced {
+			return res, err
 		}
-
-		if s.mine != nil { // a retry: the same hold, on the new lease
-			resp, err := b.cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(me), "=", s.mine.CreateRevision)).
-				Then(clientv3.OpPut(me, "", clientv3.WithIgnoreValue(), clientv3.WithLease(lease.ID))).
-				Commit()
-			if err != nil {
-				b.revokeLater(lease.ID)
-				unused(0)
-				return fencelock.AcquireResult{}, err
-			}
-			if !resp.Succeeded {
-				continue
-			}
-			if s.mine.Lease != int64(lease.ID) {
-				b.revokeLater(clientv3.LeaseID(s.mine.Lease))
-			}
-			unused(0)
-			base, err := parseBase(s.mine.Value[1:])
-			if err != nil {
-				return fencelock.AcquireResult{}, err
-			}
-			b.remember(me, holdLease{id: lease.ID, asked: secs})
-			return fencelock.AcquireResult{Acquired: true, Fence: base + s.mine.CreateRevision, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
-		}
-
-		var grant bool
-		var wait []*mvccpb.KeyValue // whose leases bound the wait when refused
-		var waitEarliest bool
-		conds := []clientv3.Cmp{unchanged}
-		if req.Write {
-			grant = len(s.holds) == 0 && len(s.admitted) == 0
-			wait = append(append(wait, s.holds...), s.admitted...)
-		} else {
-			admitted := false
-			for _, kv := range s.admitted {
-				if kv == s.place {
-					admitted = true
-					// The admission holds only while the place does.
-					conds = append(conds, clientv3.Compare(clientv3.CreateRevision(myPlace), "=", kv.CreateRevision))
-				}
-			}
-			grant = s.writer == nil && (admitted || len(s.intents) == 0)
-			if s.writer != nil {
-				wait = append(wait, s.writer)
-			}
-			wait, waitEarliest = append(wait, s.intents...), true
-		}
-
-		var ops []clientv3.Op
-		if grant {
-			base := s.base
-			if req.FenceFloor > s.rev && req.FenceFloor > base {
-				base = req.FenceFloor // fences from elsewhere: raise the base, never lower it
-				ops = append(ops, clientv3.OpPut(k.last, padBase(base)))
-			}
-			kind := "r"
-			if req.Write {
-				kind = "w"
-			}
-			ops = append(ops, clientv3.OpPut(me, kind+padBase(base), clientv3.WithLease(lease.ID)))
-			ops = append(ops, leave...)
-			resp, err := b.cli.Txn(ctx).If(conds...).Then(ops...).Commit()
-			if err != nil {
-				b.revokeLater(lease.ID)
-				unused(0)
-				return fencelock.AcquireResult{}, err
-			}
-			if !resp.Succeeded {
-				continue
-			}
-			unused(0)
-			if p, ok := b.placeOf(myPlace); ok {
-				b.forgetPlace(myPlace)
-				if p.lease != placeLease {
-					b.revokeLater(p.lease)
-				}
-			}
-			b.remember(me, holdLease{id: lease.ID, asked: secs})
-			return fencelock.AcquireResult{Acquired: true, Fence: base + resp.Header.Revision, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
-		}
-
-		// Refused: register the place (if asked and not there yet).
-		b.revokeLater(lease.ID)
-		held := s.intent
-		if !req.Write {
-			held = s.place
-		}
-		if placeLease != 0 && held == nil {
-			resp, err := b.cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(myPlace), "=", 0)).
-				Then(clientv3.OpPut(myPlace, "", clientv3.WithLease(placeLease))).
-				Commit()
-			if err != nil {
-				unused(0)
-				return fencelock.AcquireResult{}, err
-			}
-			if resp.Succeeded {
-				b.rememberPlace(myPlace, place{lease: placeLease, rev: resp.Header.Revision})
-				held = &mvccpb.KeyValue{Lease: int64(placeLease)}
-			}
-		}
-		if held != nil {
-			unused(clientv3.LeaseID(held.Lease))
-			if _, ok := b.placeOf(myPlace); !ok {
-				b.rememberPlace(myPlace, place{lease: clientv3.LeaseID(held.Lease), rev: held.CreateRevision})
-			}
-		} else {
-			unused(0)
-		}
-		if waitEarliest {
-			return fencelock.AcquireResult{HolderTTL: b.earliestTTL(ctx, wait)}, nil
-		}
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, wait)}, nil
 	}
-	b.revokeLater(lease.ID)
-	unused(0)
+	b.revokeLater(a.lease.ID)
+	a.unused(0)
 	return fencelock.AcquireResult{}, nil // overtaken every time: try again later
+}
+
+// rwAttempt is one AcquireRW: the caller's keys and the leases granted for
+// its hold and its place.
+type rwAttempt struct {
+	b          *Backend
+	ctx        context.Context
+	req        fencelock.RWRequest
+	k          rwKeys
+	me         string // the hold's key
+	myPlace    string // the place's key: an intent for a writer
+	secs       int64
+	lease      *clientv3.LeaseGrantResponse
+	placeLease clientv3.LeaseID
+}
+
+// unused revokes the place's lease unless the place keeps it.
+func (a *rwAttempt) unused(keep clientv3.LeaseID) {
+	if a.placeLease != 0 && a.placeLease != keep {
+		a.b.revokeLater(a.placeLease)
+	}
+}
+
+// fail revokes both leases and returns err.
+func (a *rwAttempt) fail(err error) (fencelock.AcquireResult, error) {
+	a.b.revokeLater(a.lease.ID)
+	a.unused(0)
+	return fencelock.AcquireResult{}, err
+}
+
+// try acts on the state s read: raced is true when a conditional write
+// found the lock changed since, and AcquireRW reads it again.
+func (a *rwAttempt) try(s *rwState) (res fencelock.AcquireResult, raced bool, err error) {
+	if s.tomb {
+		res, err = a.refuseTombstoned(s)
+		return res, false, err
+	}
+	if s.mine != nil {
+		return a.retry(s)
+	}
+	grant, wait, waitEarliest, conds := a.judge(s)
+	if grant {
+		return a.grant(s, conds)
+	}
+	res, err = a.refuse(s, wait, waitEarliest)
+	return res, false, err
+}
+
+// leave are the writes that remove the caller's place and intent.
+func (a *rwAttempt) leave() []clientv3.Op {
+	return []clientv3.Op{clientv3.OpDelete(a.k.intents + a.req.Token), clientv3.OpDelete(a.k.places + a.req.Token)}
+}
+
+// refuseTombstoned refuses a late copy of an acquire its client gave up;
+// its place goes.
+func (a *rwAttempt) refuseTombstoned(s *rwState) (fencelock.AcquireResult, error) {
+	if _, err := a.b.cli.Txn(a.ctx).Then(a.leave()...).Commit(); err != nil {
+		return a.fail(err)
+	}
+	a.b.revokeLater(a.lease.ID)
+	a.unused(0)
+	a.b.forgetPlace(a.myPlace)
+	return fencelock.AcquireResult{HolderTTL: a.b.holderTTL(a.ctx, s.holds)}, nil
+}
+
+// retry moves the caller's hold, of an earlier attempt, to the new lease.
+func (a *rwAttempt) retry(s *rwState) (_ fencelock.AcquireResult, raced bool, _ error) {
+	b := a.b
+	resp, err := b.cli.Txn(a.ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(a.me), "=", s.mine.CreateRevision)).
+		Then(clientv3.OpPut(a.me, "", clientv3.WithIgnoreValue(), clientv3.WithLease(a.lease.ID))).
+		Commit()
+	if err != nil {
+		res, err := a.fail(err)
+		return res, false, err
+	}
+	if !resp.Succeeded {
+		return fencelock.AcquireResult{}, true, nil
+	}
+	if s.mine.Lease != int64(a.lease.ID) {
+		b.revokeLater(clientv3.LeaseID(s.mine.Lease))
+	}
+	a.unused(0)
+	base, err := parseBase(s.mine.Value[1:])
+	if err != nil {
+		return fencelock.AcquireResult{}, false, err
+	}
+	b.remember(a.me, holdLease{id: a.lease.ID, asked: a.secs})
+	return fencelock.AcquireResult{Acquired: true, Fence: base + s.mine.CreateRevision, Holds: 1, Validity: validity(a.lease.TTL, a.req.TTL)}, false, nil
+}
+
+// judge decides whether s grants the caller the lock, on the conditions
+// conds (every write is on condition that nothing was put since the read),
+// and, when it does not, whose leases bound the wait (the earliest of
+// them to end, for a reader, the latest for a writer).
+func (a *rwAttempt) judge(s *rwState) (grant bool, wait []*mvccpb.KeyValue, waitEarliest bool, conds []clientv3.Cmp) {
+	k := a.k
+	conds = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k.prefix), "<", s.rev+1).WithRange(k.end())}
+	if a.req.Write {
+		grant = len(s.holds) == 0 && len(s.admitted) == 0
+		wait = append(append(wait, s.holds...), s.admitted...)
+		return grant, wait, false, conds
+	}
+	admitted := false
+	for _, kv := range s.admitted {
+		if kv == s.place {
+			admitted = true
+			// The admission holds only while the place does.
+			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(a.myPlace), "=", kv.CreateRevision))
+		}
+	}
+	grant = s.writer == nil && (admitted || len(s.intents) == 0)
+	if s.writer != nil {
+		wait = append(wait, s.writer)
+	}
+	return grant, append(wait, s.intents...), true, conds
+}
+
+// grant writes the caller's hold, on conditions conds, raising the fence
+// base to the request's floor if that is above it.
+func (a *rwAttempt) grant(s *rwState, conds []clientv3.Cmp) (_ fencelock.AcquireResult, raced bool, _ error) {
+	b, req := a.b, a.req
+	var ops []clientv3.Op
+	base := s.base
+	if req.FenceFloor > s.rev && req.FenceFloor > base {
+		base = req.FenceFloor // fences from elsewhere: raise the base, never lower it
+		ops = append(ops, clientv3.OpPut(a.k.last, padBase(base)))
+	}
+	kind := "r"
+	if req.Write {
+		kind = "w"
+	}
+	ops = append(ops, clientv3.OpPut(a.me, kind+padBase(base), clientv3.WithLease(a.lease.ID)))
+	ops = append(ops, a.leave()...)
+	resp, err := b.cli.Txn(a.ctx).If(conds...).Then(ops...).Commit()
+	if err != nil {
+		res, err := a.fail(err)
+		return res, false, err
+	}
+	if !resp.Succeeded {
+		return fencelock.AcquireResult{}, true, nil
+	}
+	a.unused(0)
+	if p, ok := b.placeOf(a.myPlace); ok {
+		b.forgetPlace(a.myPlace)
+		if p.lease != a.placeLease {
+			b.revokeLater(p.lease)
+		}
+	}
+	b.remember(a.me, holdLease{id: a.lease.ID, asked: a.secs})
+	return fencelock.AcquireResult{Acquired: true, Fence: base + resp.Header.Revision, Holds: 1, Validity: validity(a.lease.TTL, req.TTL)}, false, nil
+}
+
+// refuse refuses the caller: it registers its place (if asked and not
+// there yet) and says how long the holders in wait may keep it waiting.
+func (a *rwAttempt) refuse(s *rwState, wait []*mvccpb.KeyValue, waitEarliest bool) (fencelock.AcquireResult, error) {
+	b := a.b
+	b.revokeLater(a.lease.ID)
+	held := s.intent
+	if !a.req.Write {
+		held = s.place
+	}
+	if a.placeLease != 0 && held == nil {
+		resp, err := b.cli.Txn(a.ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(a.myPlace), "=", 0)).
+			Then(clientv3.OpPut(a.myPlace, "", clientv3.WithLease(a.placeLease))).
+			Commit()
+		if err != nil {
+			a.unused(0)
+			return fencelock.AcquireResult{}, err
+		}
+		if resp.Succeeded {
+			b.rememberPlace(a.myPlace, place{lease: a.placeLease, rev: resp.Header.Revision})
+			held = &mvccpb.KeyValue{Lease: int64(a.placeLease)}
+		}
+	}
+	if held != nil {
+		a.unused(clientv3.LeaseID(held.Lease))
+		if _, ok := b.placeOf(a.myPlace); !ok {
+			b.rememberPlace(a.myPlace, place{lease: clientv3.LeaseID(held.Lease), rev: held.CreateRevision})
+		}
+	} else {
+		a.unused(0)
+	}
+	if waitEarliest {
+		return fencelock.AcquireResult{HolderTTL: b.earliestTTL(a.ctx, wait)}, nil
+	}
+	return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, wait)}, nil
 }
 
 // leasesFor grants the hold's lease of secs and, for a caller that keeps a

@@ -79,12 +79,14 @@ func TestLockServiceDownIsUnavailable(t *testing.T) {
 				// Until the client has reconnected (slow on a loaded
 				// machine: a wait of 300ms can pass in the dial), Do may
 				// still say unavailable.
+				retry := time.NewTicker(100 * time.Millisecond)
+				defer retry.Stop()
 				for range 100 {
 					res, err = g.Do(ctx, "create_order", "NEW-1", insertOrder(d, "NEW-1", &runs, 0))
 					if !errors.Is(err, idempotency.ErrUnavailable) {
 						break
 					}
-					time.Sleep(100 * time.Millisecond)
+					<-retry.C
 				}
 				if err != nil || res.Replayed || runs.Load() != 2 {
 					t.Errorf("NEW-1 after Redis came back: %+v %v (%d runs), want it run", res, err, runs.Load())

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -337,7 +338,7 @@ func TestReleaseDuringFailoverLeavesNoGhost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second)
+			renewedTimes(t, ctx, lk, 3) // acknowledged by a replica
 			old, err := bed.kill(redisKey)
 			if err != nil {
 				t.Fatal(err)
@@ -417,7 +418,9 @@ func TestClusterAcquireSoonAfterFailover(t *testing.T) {
 	}()
 	var first time.Duration
 	attempts := 0
-	for {
+	every := time.NewTicker(20 * time.Millisecond) // an attempt every 20ms until one gets the lock
+	defer every.Stop()
+	for ; ; <-every.C {
 		attempts++
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		lk, err = c.TryAcquire(actx, key, ttl)
@@ -429,7 +432,6 @@ func TestClusterAcquireSoonAfterFailover(t *testing.T) {
 		if time.Since(killed) > failoverBound {
 			t.Fatalf("no acquire within %v of the kill: %v", failoverBound, err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	promoted := <-promotedAt
 	t.Logf("promotion seen %v after kill -9; first acquire %v after it (%d attempts)", promoted.Round(time.Millisecond), first.Round(time.Millisecond), attempts)
@@ -441,5 +443,21 @@ func TestClusterAcquireSoonAfterFailover(t *testing.T) {
 	}
 	if err := bed.rejoin(old); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// renewedTimes waits until lk's deadline has moved n times: n automatic
+// renewals were granted.
+func renewedTimes(t *testing.T, ctx context.Context, lk *fencelock.Lock, n int) {
+	t.Helper()
+	deadline := lk.Deadline()
+	for i := range n {
+		pollUntil(t, failoverBound, fmt.Sprintf("renewal %d of %d", i+1, n), func() bool {
+			if err := lk.Err(); err != nil {
+				t.Fatalf("lost while waiting for renewals: %v", err)
+			}
+			return lk.Deadline().After(deadline)
+		})
+		deadline = lk.Deadline()
 	}
 }

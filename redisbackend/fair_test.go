@@ -249,7 +249,7 @@ func TestFairAcrossProcesses(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	cfg := fairChildConfig{Mode: "work", Key: "shared", Workers: 4, Duration: 3 * time.Second,
-		Hold: time.Millisecond, Think: time.Millisecond, Start: time.Now().Add(3 * time.Second)}
+		Hold: time.Millisecond, Think: time.Millisecond}
 	counts := workAcrossProcesses(t, srv.Addr(), 4, cfg)
 	lo, hi := slices.Min(counts), slices.Max(counts)
 	if lo == 0 || float64(lo)/float64(hi) < 0.8 {
@@ -267,6 +267,7 @@ func workAcrossProcesses(t *testing.T, addr string, procs int, cfg fairChildConf
 	t.Helper()
 	children := make([]*exec.Cmd, procs)
 	outs := make([]*bufio.Scanner, procs)
+	cfg.Barrier, cfg.Processes = childtest.Barrier(), procs // they start work together
 	for i := range children {
 		children[i], outs[i] = startFairChildOutput(t, addr, cfg)
 	}
@@ -299,14 +300,15 @@ func workAcrossProcesses(t *testing.T, addr string, procs int, cfg fairChildConf
 
 // fairChildConfig tells a child process (TestFairChild) what to do.
 type fairChildConfig struct {
-	Mode     string // "wait": wait in line for Key forever; "work": the contended loop
-	Plain    bool   // plain waiters (processes take turns), not fair ones
-	Key      string
-	Workers  int
-	Duration time.Duration
-	Hold     time.Duration
-	Think    time.Duration
-	Start    time.Time // all processes start work at once
+	Mode      string // "wait": wait in line for Key forever; "work": the contended loop
+	Plain     bool   // plain waiters (processes take turns), not fair ones
+	Key       string
+	Workers   int
+	Duration  time.Duration
+	Hold      time.Duration
+	Think     time.Duration
+	Barrier   string // all Processes start work at once (childtest.Together)
+	Processes int
 }
 
 // acquireOptions are the child's options of Acquire.
@@ -358,13 +360,16 @@ func TestFairChild(t *testing.T) {
 }
 
 // fairWork runs cfg.Workers workers taking the lock in turn until
-// cfg.Duration has passed since cfg.Start. While holding, each checks that
+// cfg.Duration has passed since every process started. While holding, each checks that
 // it is alone (a counter on the server) and that its fence is above the
 // last one written (a value on the server).
 func fairWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg fairChildConfig) fairChildResult {
-	time.Sleep(time.Until(cfg.Start))
-	end := cfg.Start.Add(cfg.Duration)
 	res := fairChildResult{Counts: make([]int, cfg.Workers)}
+	if err := childtest.Together(ctx, rdb, cfg.Barrier, cfg.Processes); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	end := time.Now().Add(cfg.Duration)
 	var mu sync.Mutex
 	fail := func(err error) {
 		mu.Lock()

@@ -131,9 +131,8 @@ func TestHandOffDoesNotStarveOtherProcess(t *testing.T) {
 		})
 	}
 	defer func() { close(stop); wg.Wait() }()
-	for cycles.Load() < 20 { // the busy Client's goroutines hand the lock around
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The busy Client's goroutines hand the lock around.
+	pollUntil(t, 30*time.Second, "20 cycles of the busy Client", func() bool { return cycles.Load() >= 20 })
 	before := cycles.Load()
 	lk, err := other.Acquire(ctx, "k", 10*time.Second)
 	if err != nil {

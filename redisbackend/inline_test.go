@@ -119,8 +119,16 @@ func TestInlineRequestsEndAtDeadline(t *testing.T) {
 	// acquire never gets to write, and says so.
 	blocked := make(chan error, 1)
 	go func() { blocked <- rdb.BLPop(bg, 3*time.Second, "inline-nothing").Err() }()
-	pollUntil(t, 30*time.Second, "the BLPOP in flight", func() bool { return rdb.PoolStats().IdleConns == 0 && rdb.PoolStats().TotalConns == 1 })
-	time.Sleep(50 * time.Millisecond)
+	// In flight: the server has it, blocked.
+	direct := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { direct.Close() })
+	pollUntil(t, 30*time.Second, "the BLPOP in flight", func() bool {
+		info, err := direct.Info(bg, "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(info, "blocked_clients:1\r\n")
+	})
 	ctx, cancel = context.WithTimeout(bg, 200*time.Millisecond)
 	req.Token = "t2"
 	_, err = b.Acquire(ctx, req)

@@ -328,7 +328,7 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 func TestPlainAcrossProcessesTakeTurns(t *testing.T) {
 	srv := servertest.Redis(t)
 	cfg := fairChildConfig{Mode: "work", Plain: true, Key: "shared", Workers: 4, Duration: 3 * time.Second,
-		Hold: time.Millisecond, Think: time.Millisecond, Start: time.Now().Add(3 * time.Second)}
+		Hold: time.Millisecond, Think: time.Millisecond}
 	counts := workAcrossProcesses(t, srv.Addr(), 4, cfg)
 	lo, hi := slices.Min(counts), slices.Max(counts)
 	if lo == 0 || float64(lo)/float64(hi) < 0.8 {

@@ -80,20 +80,11 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	}
 	heldOn := func(b *redisbackend.Backend, token string) bool {
 		t.Helper()
-		_, err := b.TTL(ctx, ref(token))
-		if err != nil && !errors.Is(err, fencelock.ErrNotHeld) {
-			t.Fatal(err)
-		}
-		return err == nil
+		return heldOnMaster(t, ctx, b, ref(token))
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("waiting for %s: %v", what, ctx.Err())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitUntil(t, ctx, what, cond)
 	}
 
 	// Another client, token t2, holds B and C (not A).
@@ -204,5 +195,30 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	renewed, err = b1.Renew(ctx, []fencelock.RenewRequest{{Ref: ref("t1"), TTL: time.Minute}})
 	if err != nil || len(renewed) != 1 || !renewed[0].Held {
 		t.Fatalf("renew of t1 held by A and B after its release forgot A's mark: %+v %v, want held", renewed, err)
+	}
+}
+
+// heldOnMaster reports whether the lock ref is held on one master.
+func heldOnMaster(t *testing.T, ctx context.Context, b *redisbackend.Backend, ref fencelock.LockRef) bool {
+	t.Helper()
+	_, err := b.TTL(ctx, ref)
+	if err != nil && !errors.Is(err, fencelock.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// waitUntil polls cond until it holds, failing the test when ctx ends
+// first.
+func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
 	}
 }

@@ -188,6 +188,7 @@ func TestPausedMasterNoDoubleGrant(t *testing.T) {
 		last   int64
 		wg     sync.WaitGroup
 		stop   atomic.Bool
+		turns  atomic.Int64
 	)
 	for range 2 {
 		c := fencelock.New(newRedlock(t, clients))
@@ -208,6 +209,7 @@ func TestPausedMasterNoDoubleGrant(t *testing.T) {
 				}
 				last = lk.Fence()
 				mu.Unlock()
+				turns.Add(1)
 				time.Sleep(time.Millisecond)
 				inside.Add(-1)
 				if err := lk.Release(ctx); err != nil {
@@ -216,15 +218,23 @@ func TestPausedMasterNoDoubleGrant(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Turns before the pause, while the paused master holds back every
+	// reply (the other four are a majority), and once its late replies
+	// have come.
+	turnsTaken := func(what string, n int64) {
+		t.Helper()
+		from := turns.Load()
+		waitUntil(t, ctx, what, func() bool { return turns.Load() >= from+n })
+	}
+	turnsTaken("turns before the pause", 20)
 	if err := servers[0].Pause(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	turnsTaken("turns while a master is paused", 10)
 	if err := servers[0].Resume(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	turnsTaken("turns after the master resumed", 20)
 	stop.Store(true)
 	wg.Wait()
 }

@@ -89,22 +89,18 @@ func TestDashboardServes(t *testing.T) {
 		_, rest, _ := strings.Cut(line, "http://")
 		base, _, _ := strings.Cut(rest, " ")
 		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			var snap struct{ Namespace, Error string }
+		var snap struct{ Namespace, Error string }
+		if !pollFor(30*time.Second, func() bool {
+			snap.Namespace, snap.Error = "", ""
 			resp, err := client.Get("http://" + base + "state")
 			if err != nil {
 				t.Fatal(err)
 			}
 			json.NewDecoder(resp.Body).Decode(&snap)
 			resp.Body.Close()
-			if (tc.wantErr == "" && snap.Error == "") || (tc.wantErr != "" && strings.HasPrefix(snap.Error, tc.wantErr)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("--redis %s: /state says namespace %q, error %q; want error %q", tc.redis, snap.Namespace, snap.Error, tc.wantErr)
-			}
-			time.Sleep(100 * time.Millisecond)
+			return (tc.wantErr == "" && snap.Error == "") || (tc.wantErr != "" && strings.HasPrefix(snap.Error, tc.wantErr))
+		}) {
+			t.Fatalf("--redis %s: /state says namespace %q, error %q; want error %q", tc.redis, snap.Namespace, snap.Error, tc.wantErr)
 		}
 		if resp, err := client.Get("http://" + base); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("GET /: %v %v", resp, err)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/testing/servertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // syncBuffer is a bytes.Buffer the test reads while the command writes.
@@ -49,17 +52,31 @@ func TestWatch(t *testing.T) {
 	}()
 	waitFor := func(what string, ok func(string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok(out.String()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s in 20s; stdout:\n%s\nstderr:\n%s", what, out.String(), errOut.String())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !pollFor(20*time.Second, func() bool { return ok(out.String()) }) {
+			t.Fatalf("no %s in 20s; stdout:\n%s\nstderr:\n%s", what, out.String(), errOut.String())
 		}
 	}
 	waitFor("first table", func(s string) bool { return strings.Contains(s, "orders:42") })
 	// Several intervals pass with nothing changed but the lease: no table.
-	time.Sleep(500 * time.Millisecond)
+	// Each interval is a SCAN of the namespace, which the server counts.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	scans := func() int {
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := scanCalls.FindStringSubmatch(info)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	from := scans()
+	if !pollFor(20*time.Second, func() bool { return scans() >= from+5 }) {
+		t.Fatalf("fewer than 5 intervals of the watch in 20s (SCANs %d, from %d)", scans(), from)
+	}
 	if n := strings.Count(out.String(), "--- "); n != 1 {
 		t.Fatalf("%d tables while nothing changed, want 1:\n%s", n, out.String())
 	}
@@ -98,4 +115,23 @@ func TestWatchBadUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}
 	}
+}
+
+// scanCalls finds the count of SCANs in INFO commandstats.
+var scanCalls = regexp.MustCompile(`cmdstat_scan:calls=(\d+)`)
+
+// pollFor polls cond until it holds (true) or limit has passed (false).
+// The limit only bounds a hang: make it generous (the machine may be
+// loaded).
+func pollFor(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }

@@ -264,18 +264,13 @@ func TestCreateOrderRequestMismatch(t *testing.T) {
 		var first reply
 		var wg sync.WaitGroup
 		wg.Go(func() { first = call(t, "POST", ts.URL+"/api/orders", body) })
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		waitUntil(t, "request "+no+" in progress", func() bool {
 			rec, found, err := app.store.Idempotency().Get(ctx, orderScope, no)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if found && rec.State == "in_progress" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("request %s never got in progress", no)
-			}
-		}
+			return found && rec.State == "in_progress"
+		})
 		during()
 		wg.Wait()
 		if first.status != http.StatusCreated {
@@ -410,20 +405,13 @@ func TestCreateOrderInProgress(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { first = call(t, "POST", ts.URL+"/api/orders", body) })
 	// Wait until the first request has claimed its record.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitUntil(t, "the first request in progress", func() bool {
 		rec, found, err := app.store.Idempotency().Get(context.Background(), orderScope, "SLOW-1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if found && rec.State == "in_progress" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never got in progress")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return found && rec.State == "in_progress"
+	})
 	dup := call(t, "POST", ts.URL+"/api/orders", body)
 	if dup.status != http.StatusConflict || dup.apiErr(t).Code != CodeInProgress {
 		t.Errorf("duplicate while in progress: %d %s, want 409 %s", dup.status, dup.body, CodeInProgress)
@@ -504,18 +492,13 @@ func TestGracefulShutdown(t *testing.T) {
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	lockKey := fmt.Sprintf("%s:{product:%d}:lock", cfg.Namespace, p.ID)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+	waitUntil(t, "the request's lock "+lockKey, func() bool {
 		n, err := rdb.Exists(context.Background(), lockKey).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the request never took its lock %s", lockKey)
-		}
-	}
+		return n == 1
+	})
 	cancel() // SIGTERM
 	wg.Wait()
 	if r.status != http.StatusOK {
@@ -535,5 +518,21 @@ func TestGracefulShutdown(t *testing.T) {
 	n, err := rdb.Exists(context.Background(), lockKey).Result()
 	if err != nil || n != 0 {
 		t.Errorf("lock key exists %d (%v) after shutdown, want released", n, err)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10s (which
+// only bounds a hang: the machine may be loaded).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	const limit = 10 * time.Second
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		<-tick.C
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,20 +37,15 @@ func openAndUse(ctx context.Context, path string) error {
 }
 
 // openStoreChild is the child process of TestOpenStoreConcurrently: it says
-// "ready", waits for the file path+".start" to appear (so that all the
-// children open the database at the same moment), then runs openAndUse.
+// "ready", waits for the start signal (the end of the pipe it has as file
+// descriptor 3, which the parent closes for all the children at once, so
+// that they open the database at the same moment), then runs openAndUse.
 func openStoreChild(path string) int {
 	fmt.Println("ready")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(path + ".start"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "no start signal within 30s")
-			return 2
-		}
-		time.Sleep(100 * time.Microsecond)
+	start := os.NewFile(3, "start")
+	if _, err := io.Copy(io.Discard, start); err != nil {
+		fmt.Fprintln(os.Stderr, "no start signal:", err)
+		return 2
 	}
 	if err := openAndUse(context.Background(), path); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -108,8 +104,13 @@ func TestOpenStoreConcurrently(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			cmds := make([]*exec.Cmd, openers)
 			stderrs := make([]*strings.Builder, openers)
+			startR, startW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
 			for i := range cmds {
 				cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
+				cmd.ExtraFiles = []*os.File{startR} // the start signal: EOF once startW is closed
 				// Under -race a process sleeps 1 s at exit by default.
 				gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
 				cmd.Env = append(os.Environ(), envOpenChild+"="+path, "GORACE="+gorace)
@@ -127,9 +128,8 @@ func TestOpenStoreConcurrently(t *testing.T) {
 					t.Fatalf("child %d: %q %v", i, line, err)
 				}
 			}
-			if err := os.WriteFile(path+".start", nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			startR.Close()
+			startW.Close() // every child reads EOF: go
 			for i, cmd := range cmds {
 				if err := cmd.Wait(); err != nil {
 					failed++

@@ -7,10 +7,15 @@ package childtest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Start starts the test binary again to run only the test named test, with
@@ -51,4 +56,32 @@ func Spec(t testing.TB, env string, v any) (redisAddr string, ok bool) {
 		t.Fatal(err)
 	}
 	return os.Getenv(env + "_REDIS"), true
+}
+
+// Barrier names a fresh barrier for Together, unique to this run.
+func Barrier() string { return fmt.Sprint("childtest:barrier:", time.Now().UnixNano()) }
+
+// Together blocks until procs processes have called it with the same
+// barrier on rdb's server, so that they start their work at once however
+// long each took to start: each counts itself in, and the last one in lets
+// them all go (a list each takes one item from). It gives up after a
+// minute.
+func Together(ctx context.Context, rdb redis.Cmdable, barrier string, procs int) error {
+	n, err := rdb.Incr(ctx, barrier+":in").Result()
+	if err != nil {
+		return err
+	}
+	if n == int64(procs) {
+		gos := make([]any, procs)
+		for i := range gos {
+			gos[i] = "go"
+		}
+		if err := rdb.RPush(ctx, barrier+":go", gos...).Err(); err != nil {
+			return err
+		}
+	}
+	if err := rdb.BLPop(ctx, time.Minute, barrier+":go").Err(); err != nil {
+		return fmt.Errorf("childtest: %d processes did not all reach %s: %w", procs, barrier, err)
+	}
+	return nil
 }

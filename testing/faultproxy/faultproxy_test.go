@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -56,11 +57,13 @@ func ctx(t *testing.T) context.Context {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		<-tick.C
 	}
 }
 
@@ -495,6 +498,7 @@ func TestConcurrentFaults(t *testing.T) {
 	rdb := newClient(t, p.Addr(), 200*time.Millisecond)
 	stop := make(chan struct{})
 	errs := make(chan error, 4)
+	var calls atomic.Int64
 	for i := range 4 {
 		go func() {
 			for {
@@ -505,6 +509,7 @@ func TestConcurrentFaults(t *testing.T) {
 				default:
 				}
 				rdb.Set(context.Background(), fmt.Sprint("k", i), "v", 0) // errors expected
+				calls.Add(1)
 			}
 		}()
 	}
@@ -520,7 +525,9 @@ func TestConcurrentFaults(t *testing.T) {
 		p.Refuse(false)
 		p.DelayReplies(0)
 		p.DropReplies(0)
-		time.Sleep(5 * time.Millisecond)
+		// Traffic flows between the switches: a few calls end.
+		from := calls.Load()
+		waitFor(t, "calls between the fault switches", func() bool { return calls.Load() >= from+4 })
 	}
 	close(stop)
 	for range 4 {

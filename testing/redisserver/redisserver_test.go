@@ -415,6 +415,8 @@ func TestOrphanIsKilled(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		_, err := do(addr, 200*time.Millisecond, "PING")
 		if err != nil {
@@ -423,6 +425,6 @@ func TestOrphanIsKilled(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server at %s still answers after its parent was killed", addr)
 		}
-		time.Sleep(50 * time.Millisecond)
+		<-tick.C
 	}
 }

@@ -20,6 +20,8 @@ const failoverBound = 20 * time.Second
 func eventually(t *testing.T, bound time.Duration, what string, op func(ctx context.Context) error) {
 	t.Helper()
 	deadline := time.Now().Add(bound)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := op(ctx)
@@ -30,7 +32,7 @@ func eventually(t *testing.T, bound time.Duration, what string, op func(ctx cont
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: still failing after %v: %v", what, bound, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		<-tick.C
 	}
 }
 

@@ -180,10 +180,13 @@ func screenshot(t *testing.T, ctx context.Context, rdb redis.UniversalClient, ur
 	must(cron.TryAcquire(ctx, "jobs:nightly-report", 2*time.Minute))
 	lost := must(web.TryAcquire(ctx, "cache:rebuild", 2*time.Second))
 	lost.Release(ctx) // not renewed: the screenshot shows an expiry instead
-	time.Sleep(300 * time.Millisecond)
 	must(cron.TryAcquire(ctx, "cache:rebuild", 800*time.Millisecond))
+	// The page has shown cron's hold, which the expiry below ends.
+	js := `[...document.querySelectorAll("#events li")].some((li) => li.dataset.kind === "acquired" && li.dataset.key === "cache:rebuild")`
+	if err := b.WaitTrue(ctx, js); err != nil {
+		t.Fatalf("no acquired event of cache:rebuild in the page: %v", err)
+	}
 	// A hand-off: billing releases, web takes it at once.
-	time.Sleep(600 * time.Millisecond)
 	if err := inv.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +201,7 @@ func screenshot(t *testing.T, ctx context.Context, rdb redis.UniversalClient, ur
 		}
 	}()
 	defer func() { wcancel(); <-waited }()
-	time.Sleep(2 * time.Second) // cache:rebuild's lease runs out
+	// cache:rebuild's lease runs out.
 	if err := b.WaitTrue(ctx, `document.querySelectorAll("#events li[data-kind=expired]").length > 0`); err != nil {
 		t.Fatal(err)
 	}
@@ -235,17 +238,25 @@ func state(t *testing.T, ctx context.Context, url string) dashboard.Snapshot {
 // waitState polls /state until ok says yes.
 func waitState(t *testing.T, ctx context.Context, url, what string, ok func(dashboard.Snapshot) bool) dashboard.Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(seeWithin)
-	for {
-		s := state(t, ctx, url)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, still not %s: %+v", seeWithin, what, s)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var s dashboard.Snapshot
+	if !poll(func() bool { s = state(t, ctx, url); return ok(s) }) {
+		t.Fatalf("after %v, still not %s: %+v", seeWithin, what, s)
 	}
+	return s
+}
+
+// poll polls cond until it holds (true), for seeWithin at most (false).
+func poll(cond func() bool) bool {
+	deadline := time.Now().Add(seeWithin)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }
 
 // With Redis down the page says so (and shows the last state seen); the
@@ -447,7 +458,7 @@ func testReleaseMessage(t *testing.T, opts []fencelock.AcquireOption) {
 	}()
 	// The waiter is subscribed once Redis counts it (a fair waiter: to its
 	// own channel too).
-	for {
+	if !poll(func() bool {
 		n, err := rdb.PubSubNumSub(ctx, "lock:{orders:7}:released").Result()
 		if err != nil {
 			t.Fatal(err)
@@ -456,10 +467,9 @@ func testReleaseMessage(t *testing.T, opts []fencelock.AcquireOption) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n["lock:{orders:7}:released"] > 0 && (opts == nil || len(own) > 0) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return n["lock:{orders:7}:released"] > 0 && (opts == nil || len(own) > 0)
+	}) {
+		t.Fatalf("the waiter was not subscribed within %v", seeWithin)
 	}
 	if err := la.Release(ctx); err != nil {
 		t.Fatal(err)

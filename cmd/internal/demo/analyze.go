@@ -37,441 +37,626 @@ type analysisInput struct {
 
 // analyze fills res from in: the counts, the overlap of hold intervals, the
 // stale writes, the hand-off latencies, and the verdict against the
-// scenario's expectation.
+// scenario's expectation. It measures what every scenario has, lets the
+// scenario excuse the overlap its disruption explains, then checks what
+// every scenario must show and what this one must.
 func analyze(res *Result, in analysisInput) {
-	sc := in.sc
 	res.Reasons = append(res.Reasons, in.ctlErrs...)
+	a := &analysis{res: res, in: in, sc: in.sc, recs: sortedRecords(in.recs), total: in.workers * in.iterations}
+	a.finishRecords()
+	a.measureHolds()
+	a.checkFences()
+	a.checkWrites()
+	a.measureHandoffs()
+	a.pauseResults()
+	a.killResults()
+	a.restartResult()
+	check := scenarioChecks[a.sc.Name]
+	a.excusedFrom = map[*iterRecord]int64{}
+	if check.excuse != nil {
+		check.excuse(a)
+	}
+	a.ex = excuseOverlap(a.recs, a.excusedFrom)
+	a.checkEveryScenario()
+	if check.judge != nil {
+		check.judge(a)
+	}
+	a.cutShort()
+}
 
-	// The iterations, in order; finish those a kill (or a failure) cut short.
-	recs := make([]*iterRecord, 0, len(in.recs))
-	for _, r := range in.recs {
+// analysis is one run of analyze: its input, the result it fills and what
+// the steps share.
+type analysis struct {
+	res   *Result
+	in    analysisInput
+	sc    Scenario
+	total int // iterations planned
+
+	recs        []*iterRecord         // by worker, then iteration
+	acq         []*iterRecord         // acquisitions, by fence
+	byFence     map[int64]*iterRecord // acquisitions
+	completedBy map[int]int           // worker -> iterations completed
+	firstErr    string                // the first failed iteration's error
+
+	excusedFrom map[*iterRecord]int64 // holds whose overlap the disruption explains, from when
+	ex          overlapLeft           // the overlap left once that is excused
+}
+
+// scenarioCheck is what one scenario adds to the common analysis: the
+// overlap its disruption excuses, and what it must show.
+type scenarioCheck struct {
+	excuse func(*analysis)
+	judge  func(*analysis)
+}
+
+// scenarioChecks maps a scenario's name to its checks.
+var scenarioChecks = map[string]scenarioCheck{
+	"mutex":            {judge: (*analysis).judgeMutex},
+	"renew":            {judge: (*analysis).judgeMutex},
+	"expiry":           {judge: (*analysis).judgeExpiry},
+	"pause":            {excuse: (*analysis).excusePause, judge: (*analysis).judgePause},
+	"crash":            {judge: (*analysis).judgeCrash},
+	"fair":             {judge: (*analysis).judgeFair},
+	"failover":         {judge: (*analysis).judgeFailover},
+	"cluster-failover": {judge: (*analysis).judgeFailover},
+	"restart":          {excuse: (*analysis).excuseRestart, judge: (*analysis).judgeRestart},
+}
+
+func (a *analysis) reason(s string) { a.res.Reasons = append(a.res.Reasons, s) }
+func (a *analysis) note(s string)   { a.res.Notes = append(a.res.Notes, s) }
+
+// sortedRecords returns the iterations, by worker then iteration.
+func sortedRecords(m map[recKey]*iterRecord) []*iterRecord {
+	recs := make([]*iterRecord, 0, len(m))
+	for _, r := range m {
 		recs = append(recs, r)
 	}
 	slices.SortFunc(recs, func(a, b *iterRecord) int {
 		return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Iter, b.Iter))
 	})
-	var firstErr string
-	completedBy := map[int]int{}
-	for _, r := range recs {
-		if r.Outcome == "" {
-			if at, ok := in.killedAt[r.Worker]; ok {
-				r.Outcome = outcomeKilled
-				if r.Exited == 0 {
-					r.Exited = at
-				}
-			} else {
-				r.Outcome, r.Err = outcomeFailed, "the worker never finished the iteration"
+	return recs
+}
+
+// finishRecords finishes the iterations a kill (or a failure) cut short and
+// counts the outcomes.
+func (a *analysis) finishRecords() {
+	a.completedBy = map[int]int{}
+	for _, r := range a.recs {
+		a.finishRecord(r)
+		a.count(r)
+	}
+}
+
+// finishRecord gives r an outcome and an end if it has none.
+func (a *analysis) finishRecord(r *iterRecord) {
+	if r.Outcome == "" {
+		if at, ok := a.in.killedAt[r.Worker]; ok {
+			r.Outcome = outcomeKilled
+			if r.Exited == 0 {
+				r.Exited = at
 			}
-		}
-		if r.Acquired > 0 && r.Exited == 0 {
-			r.Exited = in.end
-		}
-		if r.EnterRan {
-			res.Entered++
-		}
-		res.Violations += len(counterViolations(r))
-		if r.LostBeforeRelease {
-			res.LossSignals++
-		}
-		switch r.Outcome {
-		case outcomeCompleted:
-			res.Completed++
-			completedBy[r.Worker]++
-		case outcomeInterrupted:
-			res.Interrupted++
-		case outcomeKilled:
-			res.Killed++
-		default:
-			res.Failed++
-			if firstErr == "" {
-				firstErr = fmt.Sprintf("worker %d iteration %d: %s", r.Worker, r.Iter, r.Err)
-			}
+		} else {
+			r.Outcome, r.Err = outcomeFailed, "the worker never finished the iteration"
 		}
 	}
+	if r.Acquired > 0 && r.Exited == 0 {
+		r.Exited = a.in.end
+	}
+}
 
-	// Hold intervals [Acquire returned, Release called], on the system-wide
-	// monotonic clock: how many overlapped at most.
+// count adds r to the result's counts.
+func (a *analysis) count(r *iterRecord) {
+	res := a.res
+	if r.EnterRan {
+		res.Entered++
+	}
+	res.Violations += len(counterViolations(r))
+	if r.LostBeforeRelease {
+		res.LossSignals++
+	}
+	switch r.Outcome {
+	case outcomeCompleted:
+		res.Completed++
+		a.completedBy[r.Worker]++
+	case outcomeInterrupted:
+		res.Interrupted++
+	case outcomeKilled:
+		res.Killed++
+	default:
+		res.Failed++
+		if a.firstErr == "" {
+			a.firstErr = fmt.Sprintf("worker %d iteration %d: %s", r.Worker, r.Iter, r.Err)
+		}
+	}
+}
+
+// measureHolds finds how many hold intervals [Acquire returned, Release
+// called], on the system-wide monotonic clock, overlapped at most.
+func (a *analysis) measureHolds() {
 	var ivs []interval
-	for _, r := range recs {
+	for _, r := range a.recs {
 		if r.Acquired > 0 {
 			ivs = append(ivs, interval{r.Acquired, r.Exited})
 		}
 	}
-	res.MaxConcurrent = maxOverlap(ivs)
+	a.res.MaxConcurrent = maxOverlap(ivs)
+}
 
-	// Fences.
-	var acq []*iterRecord // acquisitions, by fence
-	for _, r := range recs {
+// checkFences orders the acquisitions by fence and fails a fence given
+// twice.
+func (a *analysis) checkFences() {
+	for _, r := range a.recs {
 		if r.Fence > 0 {
-			acq = append(acq, r)
+			a.acq = append(a.acq, r)
 		}
 	}
+	acq := a.acq
 	slices.SortFunc(acq, func(a, b *iterRecord) int { return cmp.Compare(a.Fence, b.Fence) })
-	res.Acquisitions = len(acq)
+	a.res.Acquisitions = len(acq)
 	if len(acq) > 0 {
-		res.FenceMin, res.FenceMax = acq[0].Fence, acq[len(acq)-1].Fence
+		a.res.FenceMin, a.res.FenceMax = acq[0].Fence, acq[len(acq)-1].Fence
 	}
 	for i := 1; i < len(acq); i++ {
 		if acq[i].Fence == acq[i-1].Fence {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("fence %d was given to two acquisitions (workers %d and %d)",
+			a.reason(fmt.Sprintf("fence %d was given to two acquisitions (workers %d and %d)",
 				acq[i].Fence, acq[i-1].Worker, acq[i].Worker))
 		}
 	}
+	a.byFence = map[int64]*iterRecord{}
+	for _, r := range acq {
+		a.byFence[r.Fence] = r
+	}
+}
 
-	// Writes: which were stale, and did the store accept any of them?
+// checkWrites finds which writes were stale, whether the store accepted
+// any of them, and whether the store ended with the newest fence.
+func (a *analysis) checkWrites() {
+	res := a.res
 	var writes []writeRecord
-	for _, r := range recs {
+	for _, r := range a.recs {
 		writes = append(writes, r.Writes...)
 	}
 	ws := staleWrites(writes)
 	res.Writes, res.StaleAttempted, res.StaleAccepted, res.WriteErrors = len(writes), ws.attempted, ws.accepted, ws.errors
 	if ws.unexplained > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%d writes were refused though no newer accepted write was seen before they ended (a write the master did not hear of?)", ws.unexplained))
+		a.note(fmt.Sprintf("%d writes were refused though no newer accepted write was seen before they ended (a write the master did not hear of?)", ws.unexplained))
 	}
-	if ws.maxAccepted > 0 && in.storeToken > 0 {
-		switch {
-		case in.storeToken < ws.maxAccepted:
-			res.Reasons = append(res.Reasons, fmt.Sprintf("the store ended with fence %d though it accepted fence %d", in.storeToken, ws.maxAccepted))
-		case in.storeToken > ws.maxAccepted:
-			res.Notes = append(res.Notes, fmt.Sprintf("the store ended with fence %d, newer than any accepted write reported (%d)", in.storeToken, ws.maxAccepted))
-		}
+	if ws.maxAccepted == 0 || a.in.storeToken == 0 {
+		return
 	}
+	switch {
+	case a.in.storeToken < ws.maxAccepted:
+		a.reason(fmt.Sprintf("the store ended with fence %d though it accepted fence %d", a.in.storeToken, ws.maxAccepted))
+	case a.in.storeToken > ws.maxAccepted:
+		a.note(fmt.Sprintf("the store ended with fence %d, newer than any accepted write reported (%d)", a.in.storeToken, ws.maxAccepted))
+	}
+}
 
-	// Hand-offs: a release, then the next fence's acquisition.
+// measureHandoffs measures each hand-off: a release, then the next fence's
+// acquisition.
+func (a *analysis) measureHandoffs() {
 	var handoffs []float64
-	for i := 1; i < len(acq); i++ {
-		prev, next := acq[i-1], acq[i]
+	for i := 1; i < len(a.acq); i++ {
+		prev, next := a.acq[i-1], a.acq[i]
 		if prev.Released && prev.ReleaseStart > 0 && next.Acquired > prev.ReleaseStart {
 			handoffs = append(handoffs, float64(nanos(next.Acquired-prev.ReleaseStart)))
 		}
 	}
-	res.Handoffs = len(handoffs)
-	res.HandoffP50, res.HandoffP99 = Millis(percentile(handoffs, 50)), Millis(percentile(handoffs, 99))
+	a.res.Handoffs = len(handoffs)
+	a.res.HandoffP50, a.res.HandoffP99 = Millis(percentile(handoffs, 50)), Millis(percentile(handoffs, 99))
+}
 
-	// takeover returns how long after at the first acquisition with a fence
-	// above f returned, or -1.
-	takeover := func(f int64, at int64) (Millis, *iterRecord) {
-		i, _ := slices.BinarySearchFunc(acq, f+1, func(r *iterRecord, f int64) int { return cmp.Compare(r.Fence, f) })
-		if i < len(acq) && acq[i].Acquired > 0 {
-			return nanos(acq[i].Acquired - at), acq[i]
-		}
-		return -1, nil
+// takeover returns how long after at the first acquisition with a fence
+// above f returned, and that acquisition, or -1 and nil.
+func (a *analysis) takeover(f int64, at int64) (Millis, *iterRecord) {
+	i, _ := slices.BinarySearchFunc(a.acq, f+1, func(r *iterRecord, f int64) int { return cmp.Compare(r.Fence, f) })
+	if i < len(a.acq) && a.acq[i].Acquired > 0 {
+		return nanos(a.acq[i].Acquired - at), a.acq[i]
 	}
-	byFence := map[int64]*iterRecord{}
-	for _, r := range acq {
-		byFence[r.Fence] = r
-	}
+	return -1, nil
+}
 
-	for _, p := range in.pauses {
-		pr := PauseResult{Worker: p.Worker, Fence: p.Fence, At: nanos(p.Start - in.t0), Stopped: nanos(p.End - p.Start), Free: sinceOrNever(p.Free, p.Start)}
+// pauseResults describes each pause: when the lock was free and taken
+// over, whether its holder was told, and its writes after it resumed.
+func (a *analysis) pauseResults() {
+	for _, p := range a.in.pauses {
+		pr := PauseResult{Worker: p.Worker, Fence: p.Fence, At: nanos(p.Start - a.in.t0), Stopped: nanos(p.End - p.Start), Free: sinceOrNever(p.Free, p.Start)}
 		var next *iterRecord
-		pr.Takeover, next = takeover(p.Fence, p.Start)
+		pr.Takeover, next = a.takeover(p.Fence, p.Start)
 		if next != nil && next.Worker == p.Worker {
 			pr.Takeover = -1 // not another worker
 		}
-		if r := byFence[p.Fence]; r != nil {
+		if r := a.byFence[p.Fence]; r != nil {
 			pr.LossSignal = r.LostBeforeRelease || r.LostAtEnd
-			for _, w := range r.Writes {
-				if w.Start > p.End {
-					pr.LateWrites++
-					if w.Result == writeStale {
-						pr.LateRejected++
-					}
-				}
+			pr.LateWrites, pr.LateRejected = lateWrites(r, p.End)
+		}
+		a.res.Pauses = append(a.res.Pauses, pr)
+	}
+}
+
+// lateWrites counts the writes of r that started after resumed, and how
+// many of them the store refused as stale.
+func lateWrites(r *iterRecord, resumed int64) (late, rejected int) {
+	for _, w := range r.Writes {
+		if w.Start > resumed {
+			late++
+			if w.Result == writeStale {
+				rejected++
 			}
 		}
-		res.Pauses = append(res.Pauses, pr)
 	}
-	for _, k := range in.kills {
-		kr := KillResult{Worker: k.Worker, Fence: k.Fence, At: nanos(k.At - in.t0), Held: k.HeldAtKill, Free: sinceOrNever(k.Free, k.At), Takeover: -1}
+	return late, rejected
+}
+
+// killResults describes each kill -9 of a worker.
+func (a *analysis) killResults() {
+	for _, k := range a.in.kills {
+		kr := KillResult{Worker: k.Worker, Fence: k.Fence, At: nanos(k.At - a.in.t0), Held: k.HeldAtKill, Free: sinceOrNever(k.Free, k.At), Takeover: -1}
 		if k.HeldAtKill {
-			kr.Takeover, _ = takeover(k.Fence, k.At)
+			kr.Takeover, _ = a.takeover(k.Fence, k.At)
 		}
-		res.Kills = append(res.Kills, kr)
+		a.res.Kills = append(a.res.Kills, kr)
 	}
-	if rs := in.restart; rs != nil {
-		rr := &RestartResult{At: nanos(rs.Killed - in.t0), Down: nanos(rs.Up - rs.Killed), What: rs.What, HolderFence: rs.HolderFence, HeldAfter: rs.HeldAfter}
-		if r := byFence[rs.HolderFence]; r != nil && rs.HolderFence != 0 {
-			// Kept: told of no loss, released normally, no other holder
-			// meanwhile (the sweep below judges that part).
-			// Kept: never told of a loss, and the lock still had it when
-			// the servers answered again, or its holder released it
-			// normally (or could not reach the servers to release it: an
-			// outage, which the background release finishes, not a loss);
-			// the sweep below checks that no one else had it.
-			released := (r.Released && !r.LostAtEnd) || r.ReleaseUnconfirmed
-			rr.Kept = !r.LostBeforeRelease && (rs.HeldAfter || (released && r.Outcome == outcomeCompleted))
-			if !rr.Kept {
-				switch {
-				case r.LostBeforeRelease:
-					rr.lostHow = "its holder was told during its hold: " + r.LostErr
-				case !r.Released:
-					rr.lostHow = "its release failed: " + r.ReleaseErr
-				default:
-					rr.lostHow = "iteration " + r.Outcome + " " + r.Err
-				}
-			}
-		}
-		for _, r := range acq {
-			if r.Acquired > 0 && r.Acquired < rs.Killed {
-				rr.FenceBefore = max(rr.FenceBefore, r.Fence)
-			}
-			if r.Acquired > rs.Up && (rr.FenceAfter == 0 || r.Fence < rr.FenceAfter) {
-				rr.FenceAfter = r.Fence
-			}
-		}
-		res.Restart = rr
-	}
+}
 
-	// Overlap the scenario's disruption explains: a paused holder's, from
-	// its SIGSTOP until its hold ended; a hold's that spanned the restart of
-	// redis-server, from the kill -9 on. Everything else must be exclusive.
-	excusedFrom := map[*iterRecord]int64{}
-	switch sc.Name {
-	case "pause":
-		for _, p := range in.pauses {
-			if r := byFence[p.Fence]; r != nil && r.Worker == p.Worker && r.Acquired > 0 {
-				excusedFrom[r] = max(p.Start, r.Acquired)
-			}
+// restartResult describes the restart of the servers, if there was one:
+// whether the lock held across it was kept, and the fences on both sides.
+func (a *analysis) restartResult() {
+	rs := a.in.restart
+	if rs == nil {
+		return
+	}
+	rr := &RestartResult{At: nanos(rs.Killed - a.in.t0), Down: nanos(rs.Up - rs.Killed), What: rs.What, HolderFence: rs.HolderFence, HeldAfter: rs.HeldAfter}
+	if r := a.byFence[rs.HolderFence]; r != nil && rs.HolderFence != 0 {
+		judgeKept(rr, r, rs)
+	}
+	for _, r := range a.acq {
+		if r.Acquired > 0 && r.Acquired < rs.Killed {
+			rr.FenceBefore = max(rr.FenceBefore, r.Fence)
 		}
-		// A holder the machine did not run for longer than its lease can
-		// bridge was paused as surely, by the scheduler: its overlap from
-		// then on is the one the scenario shows, not a failure.
-		if bridge := sc.Lease - sc.Renew; sc.Renew > 0 {
-			for _, r := range recs {
-				if _, paused := excusedFrom[r]; paused || r.Acquired == 0 || r.StallFor <= int64(bridge) {
-					continue
-				}
-				excusedFrom[r] = max(r.StallFrom, r.Acquired)
-				res.Notes = append(res.Notes, fmt.Sprintf("pause: worker %d (fence %d), not one the demo paused, went %v without being run, %v into its hold: longer than its lease can bridge (%v, the lease less the renewal interval), so a pause like a SIGSTOP (a busy machine); told of the loss %s",
-					r.Worker, r.Fence, nanos(r.StallFor), nanos(r.StallFrom-r.Acquired), bridge, yesNo(r.ToldAt > 0)))
-			}
-		}
-	case "restart":
-		if rs := in.restart; rs != nil && !sc.RestartSafe {
-			for _, r := range recs {
-				switch {
-				case r.Acquired > 0 && r.Acquired < rs.Up && r.Exited > rs.Killed:
-					excusedFrom[r] = max(rs.Killed, r.Acquired)
-				case r.AcquireStart < rs.Up && r.Acquired > rs.Up && r.ToldAt > r.Acquired:
-					// An acquire that waited through the outage can return
-					// with little of its lease left (it counts from when
-					// the attempt was sent, before the server was back);
-					// told of the loss, the holder only finishes its hold.
-					excusedFrom[r] = r.ToldAt
-					res.Notes = append(res.Notes, fmt.Sprintf("restart: worker %d's Acquire, waiting since before the restart, returned %v after it and the lock was lost %v later (%s): its lease counted from an attempt sent while the server was down",
-						r.Worker, nanos(r.Acquired-rs.Up), nanos(r.ToldAt-r.Acquired), lossKind(r.LostErr)))
-				}
-			}
+		if r.Acquired > rs.Up && (rr.FenceAfter == 0 || r.Fence < rr.FenceAfter) {
+			rr.FenceAfter = r.Fence
 		}
 	}
-	ex := excuseOverlap(recs, excusedFrom)
+	a.res.Restart = rr
+}
 
-	// Verdict: what every scenario must show...
+// judgeKept decides whether r, the hold at the restart, kept its lock:
+// never told of a loss, and the lock still had it when the servers answered
+// again, or its holder released it normally (or could not reach the
+// servers to release it: an outage, which the background release finishes,
+// not a loss). That no one else had it meanwhile is judged by the overlap.
+func judgeKept(rr *RestartResult, r *iterRecord, rs *restartRec) {
+	released := (r.Released && !r.LostAtEnd) || r.ReleaseUnconfirmed
+	rr.Kept = !r.LostBeforeRelease && (rs.HeldAfter || (released && r.Outcome == outcomeCompleted))
+	if rr.Kept {
+		return
+	}
+	switch {
+	case r.LostBeforeRelease:
+		rr.lostHow = "its holder was told during its hold: " + r.LostErr
+	case !r.Released:
+		rr.lostHow = "its release failed: " + r.ReleaseErr
+	default:
+		rr.lostHow = "iteration " + r.Outcome + " " + r.Err
+	}
+}
+
+// excusePause excuses a paused holder's overlap from its SIGSTOP until its
+// hold ended, and that of a holder the machine did not run for longer than
+// its lease can bridge: it was paused as surely, by the scheduler, so its
+// overlap from then on is the one the scenario shows, not a failure.
+func (a *analysis) excusePause() {
+	for _, p := range a.in.pauses {
+		if r := a.byFence[p.Fence]; r != nil && r.Worker == p.Worker && r.Acquired > 0 {
+			a.excusedFrom[r] = max(p.Start, r.Acquired)
+		}
+	}
+	if a.sc.Renew <= 0 {
+		return
+	}
+	bridge := a.sc.Lease - a.sc.Renew
+	for _, r := range a.recs {
+		if _, paused := a.excusedFrom[r]; paused || r.Acquired == 0 || r.StallFor <= int64(bridge) {
+			continue
+		}
+		a.excusedFrom[r] = max(r.StallFrom, r.Acquired)
+		a.note(fmt.Sprintf("pause: worker %d (fence %d), not one the demo paused, went %v without being run, %v into its hold: longer than its lease can bridge (%v, the lease less the renewal interval), so a pause like a SIGSTOP (a busy machine); told of the loss %s",
+			r.Worker, r.Fence, nanos(r.StallFor), nanos(r.StallFrom-r.Acquired), bridge, yesNo(r.ToldAt > 0)))
+	}
+}
+
+// excuseRestart excuses, when the backend does not keep locks across a
+// restart, a hold's overlap from the kill -9 of the server on, and that of
+// a hold whose Acquire waited through the outage and was then told of the
+// loss: its lease counted from an attempt sent before the server was back,
+// and the holder only finishes its hold.
+func (a *analysis) excuseRestart() {
+	rs := a.in.restart
+	if rs == nil || a.sc.RestartSafe {
+		return
+	}
+	for _, r := range a.recs {
+		switch {
+		case r.Acquired > 0 && r.Acquired < rs.Up && r.Exited > rs.Killed:
+			a.excusedFrom[r] = max(rs.Killed, r.Acquired)
+		case r.AcquireStart < rs.Up && r.Acquired > rs.Up && r.ToldAt > r.Acquired:
+			a.excusedFrom[r] = r.ToldAt
+			a.note(fmt.Sprintf("restart: worker %d's Acquire, waiting since before the restart, returned %v after it and the lock was lost %v later (%s): its lease counted from an attempt sent while the server was down",
+				r.Worker, nanos(r.Acquired-rs.Up), nanos(r.ToldAt-r.Acquired), lossKind(r.LostErr)))
+		}
+	}
+}
+
+// checkEveryScenario checks what every scenario must show: no failed
+// iteration or write, no stale write accepted, no stuck lock, every
+// surviving worker finished.
+func (a *analysis) checkEveryScenario() {
+	res, in := a.res, a.in
 	if res.Failed > 0 {
-		res.Reasons = append(res.Reasons, fmt.Sprintf("%d iterations failed; the first: %s", res.Failed, firstErr))
+		a.reason(fmt.Sprintf("%d iterations failed; the first: %s", res.Failed, a.firstErr))
 	}
 	if res.WriteErrors > 0 {
-		res.Reasons = append(res.Reasons, fmt.Sprintf("%d writes to the store failed", res.WriteErrors))
+		a.reason(fmt.Sprintf("%d writes to the store failed", res.WriteErrors))
 	}
 	if res.StaleAccepted > 0 {
-		res.Reasons = append(res.Reasons, fmt.Sprintf("the store ACCEPTED %d stale writes", res.StaleAccepted))
+		a.reason(fmt.Sprintf("the store ACCEPTED %d stale writes", res.StaleAccepted))
 	}
 	if in.lockLeft {
-		res.Reasons = append(res.Reasons, "the lock was still held after every worker had ended (stuck lock)")
+		a.reason("the lock was still held after every worker had ended (stuck lock)")
 	}
-	total := in.workers * in.iterations
 	for w := 0; w < in.workers; w++ {
 		if _, killed := in.killedAt[w]; !killed && !in.doneWorkers[w] && len(res.Reasons) == 0 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("worker %d did not finish its iterations", w))
+			a.reason(fmt.Sprintf("worker %d did not finish its iterations", w))
 		}
 	}
+}
 
-	// ... and what this one must show.
-	expectNone := func() {
-		if res.Violations > 0 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d violations of mutual exclusion (the inside counter)", res.Violations))
-		}
-		if res.MaxConcurrent > 1 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d holders overlapped in time (CLOCK_MONOTONIC intervals)", res.MaxConcurrent))
-		}
-		if res.StaleAttempted > 0 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d stale writes were attempted", res.StaleAttempted))
-		}
+// expectExclusive fails the run for any overlap of holders.
+func (a *analysis) expectExclusive() {
+	if a.res.Violations > 0 {
+		a.reason(fmt.Sprintf("%d violations of mutual exclusion (the inside counter)", a.res.Violations))
 	}
-	expectAllCompleted := func() {
-		if res.Completed != total {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d of %d iterations completed", res.Completed, total))
-		}
+	if a.res.MaxConcurrent > 1 {
+		a.reason(fmt.Sprintf("%d holders overlapped in time (CLOCK_MONOTONIC intervals)", a.res.MaxConcurrent))
 	}
-	bound := millis(sc.TakeoverBound())
-	switch sc.Name {
-	case "mutex", "renew":
-		expectNone()
-		expectAllCompleted()
-		if res.LossSignals > 0 {
-			res.Notes = append(res.Notes, fmt.Sprintf("%d holders were told they lost the lock", res.LossSignals))
-		}
-	case "expiry":
-		expectAllCompleted()
-		if res.Violations == 0 {
-			res.Reasons = append(res.Reasons, "no violation: holders outliving their lease should have overlapped")
-		}
-		if res.StaleAttempted == 0 {
-			res.Reasons = append(res.Reasons, "no stale write: late writes of holders that outlived their lease should have been refused")
-		}
-		if res.LossSignals != res.Completed {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("only %d of %d holders that outlived their lease were told (Done/Err) before they released", res.LossSignals, res.Completed))
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("expiry: workers ignored %d loss signals on purpose; up to %d held at once; %d late writes, all refused by the fence",
-			res.LossSignals, res.MaxConcurrent, res.StaleAttempted-res.StaleAccepted))
-	case "pause":
-		expectAllCompleted()
-		switch {
-		case len(res.Pauses) == 0:
-			res.Reasons = append(res.Reasons, "no holder was paused")
-		case len(res.Pauses) < in.pausesPlanned:
-			res.Notes = append(res.Notes, fmt.Sprintf("pause: %d of %d planned pauses: no other worker was left to take over", len(res.Pauses), in.pausesPlanned))
-		}
-		late, refused := 0, 0
-		for _, p := range res.Pauses {
-			late += p.LateWrites
-			refused += p.LateRejected
-			if !p.LossSignal {
-				res.Reasons = append(res.Reasons, fmt.Sprintf("paused worker %d (fence %d) was not told it lost the lock", p.Worker, p.Fence))
-			}
-			if p.Takeover < 0 || p.Takeover > bound {
-				res.Reasons = append(res.Reasons, fmt.Sprintf("lock of paused worker %d taken over after %v, not within lease + 100ms (%v)", p.Worker, showTakeover(p.Takeover), bound))
-			}
-			res.Notes = append(res.Notes, fmt.Sprintf("pause: worker %d (fence %d) stopped %v at %v: told of the loss %v; lease out on the server %v later, another worker had the lock %v later; late writes %d, refused %d",
-				p.Worker, p.Fence, p.Stopped, p.At, yesNo(p.LossSignal), showTakeover(p.Free), showTakeover(p.Takeover), p.LateWrites, p.LateRejected))
-			if p.Free >= 0 && p.Takeover > p.Free+100 {
-				res.Notes = append(res.Notes, lateWaiterNote(p.Takeover-p.Free))
-			}
-		}
-		if len(res.Pauses) > 0 && late == 0 {
-			res.Reasons = append(res.Reasons, "no paused holder wrote after it was resumed")
-		}
-		if refused < late {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d of %d late writes of paused holders were not refused", late-refused, late))
-		}
-		ex.judge(res, "a paused holder after its SIGSTOP (or a stall its lease could not bridge)")
-		if n := res.Violations - ex.violations; n > 0 {
-			res.Notes = append(res.Notes, fmt.Sprintf("pause: %d violations involving a paused holder are expected: a stopped holder still counts itself inside while the next one enters; the fence kept its late writes out", n))
-		}
-	case "crash":
-		if res.Violations > 0 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d violations of mutual exclusion (the inside counter)", res.Violations))
-		}
-		if res.MaxConcurrent > 1 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d holders overlapped in time (CLOCK_MONOTONIC intervals)", res.MaxConcurrent))
-		}
-		held := 0
-		for _, k := range res.Kills {
-			if !k.Held {
-				res.Notes = append(res.Notes, fmt.Sprintf("crash: worker %d was killed just after it released the lock (not counted)", k.Worker))
-				continue
-			}
-			held++
-			// The lease was renewed before the kill, so it runs out on the
-			// server within the lease (plus the 1ms poll).
-			if k.Free < 0 || k.Free > res.Lease+millis(sc.ExpirySlack)+freeSlack {
-				res.Reasons = append(res.Reasons, fmt.Sprintf("lock of killed worker %d free again after %v, not within the lease (%v)", k.Worker, showTakeover(k.Free), dur(res.Lease)))
-			}
-			if k.Takeover < 0 {
-				res.Reasons = append(res.Reasons, fmt.Sprintf("no worker took the lock over after worker %d was killed", k.Worker))
-			}
-			res.Notes = append(res.Notes, fmt.Sprintf("crash: worker %d (fence %d) kill -9ed at %v while holding: the lock was free again %v later (lease %v), another worker had it %v later",
-				k.Worker, k.Fence, k.At, showTakeover(k.Free), dur(res.Lease), showTakeover(k.Takeover)))
-			if k.Free >= 0 && k.Takeover > k.Free+100 {
-				res.Notes = append(res.Notes, lateWaiterNote(k.Takeover-k.Free))
-			}
-		}
-		switch {
-		case held == 0:
-			res.Reasons = append(res.Reasons, "no holder was killed while holding the lock")
-		case held < in.killsPlanned:
-			res.Notes = append(res.Notes, fmt.Sprintf("crash: %d of %d planned kills: no other worker was left to take over", held, in.killsPlanned))
-		}
-		for w := 0; w < in.workers; w++ {
-			if _, killed := in.killedAt[w]; !killed && completedBy[w] != in.iterations {
-				res.Reasons = append(res.Reasons, fmt.Sprintf("surviving worker %d completed %d of %d iterations", w, completedBy[w], in.iterations))
-			}
-		}
-	case "fair":
-		expectNone()
-		analyzeFair(res, in, recs)
-	case "failover", "cluster-failover":
-		analyzeFailovers(res, in, recs)
-	case "restart":
-		rs := res.Restart
-		if rs == nil {
-			res.Reasons = append(res.Reasons, "redis-server was not restarted")
-			break
-		}
-		if rs.FenceBefore == 0 || rs.FenceAfter == 0 {
-			res.Reasons = append(res.Reasons, "no acquisitions on both sides of the restart")
-		} else if rs.FenceAfter <= rs.FenceBefore {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("fences went backwards across the restart: %d before, %d after", rs.FenceBefore, rs.FenceAfter))
-		}
-		if res.Completed+res.Interrupted != total {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d completed + %d interrupted of %d iterations", res.Completed, res.Interrupted, total))
-		}
-		if sc.RestartSafe {
-			// Nothing is excused: no two holders across the restart. With
-			// KeepsLocks, the holder at the kill must keep its lock too.
-			res.Notes = append(res.Notes, fmt.Sprintf("restart: %s kill -9ed at %v, answering again %v later; fence %d before -> %d after",
-				rs.What, rs.At, rs.Down, rs.FenceBefore, rs.FenceAfter))
-			expectNone()
-			if res.MaxConcurrent > 1 {
-				// Say who overlapped whom, on the restart's clock.
-				rel := func(t int64) string {
-					if t == 0 {
-						return "-"
-					}
-					return nanos(t - in.restart.Killed).String()
-				}
-				for i, a := range acq {
-					for _, b := range acq[i+1:] {
-						if a.Acquired > 0 && b.Acquired > 0 && a.Exited > b.Acquired && b.Acquired >= a.Acquired {
-							res.Notes = append(res.Notes, fmt.Sprintf("restart: worker %d (fence %d; acquire sent %s, returned %s, told %s %s, hold ended %s) overlapped worker %d (fence %d; acquire sent %s, returned %s); times since the kill, servers up at %s",
-								a.Worker, a.Fence, rel(a.AcquireStart), rel(a.Acquired), rel(a.ToldAt), a.LostErr, rel(a.Exited),
-								b.Worker, b.Fence, rel(b.AcquireStart), rel(b.Acquired), rel(in.restart.Up)))
-						}
-					}
-				}
-			}
-			switch {
-			case rs.HolderFence == 0:
-				res.Notes = append(res.Notes, "restart: the holder left before the kill; no lock was held across it")
-			case !rs.Kept && sc.KeepsLocks:
-				res.Reasons = append(res.Reasons, fmt.Sprintf("the lock held across the restart (fence %d) was lost: %s", rs.HolderFence, rs.lostHow))
-			case !rs.Kept:
-				res.Notes = append(res.Notes, fmt.Sprintf("restart: the lock held across it (fence %d) was lost (%s), and no one else had it meanwhile: the killed servers were among the few that held it, so no majority could confirm it any more", rs.HolderFence, rs.lostHow))
-			default:
-				how := "its holder released it normally"
-				if rs.HeldAfter {
-					how = "the lock still carried its fence when the servers answered again"
-				}
-				res.Notes = append(res.Notes, fmt.Sprintf("restart: the lock held across it (fence %d) was kept: its holder was told of no loss, %s, and no one else had it meanwhile", rs.HolderFence, how))
-			}
-			break
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("restart: redis-server kill -9ed at %v, answering again %v later (empty); fence %d before -> %d after; %d iterations interrupted",
-			rs.At, rs.Down, rs.FenceBefore, rs.FenceAfter, res.Interrupted))
-		ex.judge(res, "a hold that spanned the restart")
-		if n := res.Violations - ex.violations; n > 0 || res.MaxConcurrent > ex.maxConcurrent {
-			with := ""
-			if n > 0 {
-				with = fmt.Sprintf(" (%d violations of the counter with it)", n)
-			}
-			res.Notes = append(res.Notes, "restart: the restart lost the lock, so a hold that spanned it overlapped later ones"+with+": the documented limit of a lease on one Redis; the fence kept the data safe")
-		}
-	}
+}
 
-	if in.stopped != "" {
-		// Whatever else looks wrong follows from that.
-		res.Reasons = []string{in.stopped}
+// expectNone fails the run for any overlap or stale write.
+func (a *analysis) expectNone() {
+	a.expectExclusive()
+	if a.res.StaleAttempted > 0 {
+		a.reason(fmt.Sprintf("%d stale writes were attempted", a.res.StaleAttempted))
+	}
+}
+
+// expectAllCompleted fails the run unless every iteration completed.
+func (a *analysis) expectAllCompleted() {
+	if a.res.Completed != a.total {
+		a.reason(fmt.Sprintf("%d of %d iterations completed", a.res.Completed, a.total))
+	}
+}
+
+// judgeMutex: exclusive, every iteration completed.
+func (a *analysis) judgeMutex() {
+	a.expectNone()
+	a.expectAllCompleted()
+	if a.res.LossSignals > 0 {
+		a.note(fmt.Sprintf("%d holders were told they lost the lock", a.res.LossSignals))
+	}
+}
+
+// judgeExpiry: holders outliving their lease overlapped, were told, and
+// their late writes were refused.
+func (a *analysis) judgeExpiry() {
+	res := a.res
+	a.expectAllCompleted()
+	if res.Violations == 0 {
+		a.reason("no violation: holders outliving their lease should have overlapped")
+	}
+	if res.StaleAttempted == 0 {
+		a.reason("no stale write: late writes of holders that outlived their lease should have been refused")
+	}
+	if res.LossSignals != res.Completed {
+		a.reason(fmt.Sprintf("only %d of %d holders that outlived their lease were told (Done/Err) before they released", res.LossSignals, res.Completed))
+	}
+	a.note(fmt.Sprintf("expiry: workers ignored %d loss signals on purpose; up to %d held at once; %d late writes, all refused by the fence",
+		res.LossSignals, res.MaxConcurrent, res.StaleAttempted-res.StaleAccepted))
+}
+
+// judgePause: each paused holder was told, its lock taken over within the
+// bound, its late writes refused; no overlap apart from the paused ones.
+func (a *analysis) judgePause() {
+	res := a.res
+	a.expectAllCompleted()
+	switch {
+	case len(res.Pauses) == 0:
+		a.reason("no holder was paused")
+	case len(res.Pauses) < a.in.pausesPlanned:
+		a.note(fmt.Sprintf("pause: %d of %d planned pauses: no other worker was left to take over", len(res.Pauses), a.in.pausesPlanned))
+	}
+	late, refused := 0, 0
+	for _, p := range res.Pauses {
+		late += p.LateWrites
+		refused += p.LateRejected
+		a.judgeOnePause(p)
+	}
+	if len(res.Pauses) > 0 && late == 0 {
+		a.reason("no paused holder wrote after it was resumed")
+	}
+	if refused < late {
+		a.reason(fmt.Sprintf("%d of %d late writes of paused holders were not refused", late-refused, late))
+	}
+	a.ex.judge(res, "a paused holder after its SIGSTOP (or a stall its lease could not bridge)")
+	if n := res.Violations - a.ex.violations; n > 0 {
+		a.note(fmt.Sprintf("pause: %d violations involving a paused holder are expected: a stopped holder still counts itself inside while the next one enters; the fence kept its late writes out", n))
+	}
+}
+
+// judgeOnePause checks and describes one pause.
+func (a *analysis) judgeOnePause(p PauseResult) {
+	bound := millis(a.sc.TakeoverBound())
+	if !p.LossSignal {
+		a.reason(fmt.Sprintf("paused worker %d (fence %d) was not told it lost the lock", p.Worker, p.Fence))
+	}
+	if p.Takeover < 0 || p.Takeover > bound {
+		a.reason(fmt.Sprintf("lock of paused worker %d taken over after %v, not within lease + 100ms (%v)", p.Worker, showTakeover(p.Takeover), bound))
+	}
+	a.note(fmt.Sprintf("pause: worker %d (fence %d) stopped %v at %v: told of the loss %v; lease out on the server %v later, another worker had the lock %v later; late writes %d, refused %d",
+		p.Worker, p.Fence, p.Stopped, p.At, yesNo(p.LossSignal), showTakeover(p.Free), showTakeover(p.Takeover), p.LateWrites, p.LateRejected))
+	if p.Free >= 0 && p.Takeover > p.Free+100 {
+		a.note(lateWaiterNote(p.Takeover - p.Free))
+	}
+}
+
+// judgeCrash: exclusive; each holder killed -9 had its lock free within
+// the lease and taken over; every surviving worker completed.
+func (a *analysis) judgeCrash() {
+	a.expectExclusive()
+	held := 0
+	for _, k := range a.res.Kills {
+		if !k.Held {
+			a.note(fmt.Sprintf("crash: worker %d was killed just after it released the lock (not counted)", k.Worker))
+			continue
+		}
+		held++
+		a.judgeOneKill(k)
+	}
+	switch {
+	case held == 0:
+		a.reason("no holder was killed while holding the lock")
+	case held < a.in.killsPlanned:
+		a.note(fmt.Sprintf("crash: %d of %d planned kills: no other worker was left to take over", held, a.in.killsPlanned))
+	}
+	for w := 0; w < a.in.workers; w++ {
+		if _, killed := a.in.killedAt[w]; !killed && a.completedBy[w] != a.in.iterations {
+			a.reason(fmt.Sprintf("surviving worker %d completed %d of %d iterations", w, a.completedBy[w], a.in.iterations))
+		}
+	}
+}
+
+// judgeOneKill checks and describes the kill of a holder. The lease was
+// renewed before the kill, so it runs out on the server within the lease
+// (plus the 1ms poll).
+func (a *analysis) judgeOneKill(k KillResult) {
+	res := a.res
+	if k.Free < 0 || k.Free > res.Lease+millis(a.sc.ExpirySlack)+freeSlack {
+		a.reason(fmt.Sprintf("lock of killed worker %d free again after %v, not within the lease (%v)", k.Worker, showTakeover(k.Free), dur(res.Lease)))
+	}
+	if k.Takeover < 0 {
+		a.reason(fmt.Sprintf("no worker took the lock over after worker %d was killed", k.Worker))
+	}
+	a.note(fmt.Sprintf("crash: worker %d (fence %d) kill -9ed at %v while holding: the lock was free again %v later (lease %v), another worker had it %v later",
+		k.Worker, k.Fence, k.At, showTakeover(k.Free), dur(res.Lease), showTakeover(k.Takeover)))
+	if k.Free >= 0 && k.Takeover > k.Free+100 {
+		a.note(lateWaiterNote(k.Takeover - k.Free))
+	}
+}
+
+// judgeFair: exclusive, and the fair scenario's own checks.
+func (a *analysis) judgeFair() {
+	a.expectNone()
+	analyzeFair(a.res, a.in, a.recs)
+}
+
+// judgeFailover: the failover scenarios' own checks.
+func (a *analysis) judgeFailover() {
+	analyzeFailovers(a.res, a.in, a.recs)
+}
+
+// judgeRestart: the servers were restarted, fences went up across it, and
+// every iteration completed or was interrupted; then what the backend
+// promises across a restart.
+func (a *analysis) judgeRestart() {
+	res := a.res
+	rs := res.Restart
+	if rs == nil {
+		a.reason("redis-server was not restarted")
+		return
+	}
+	if rs.FenceBefore == 0 || rs.FenceAfter == 0 {
+		a.reason("no acquisitions on both sides of the restart")
+	} else if rs.FenceAfter <= rs.FenceBefore {
+		a.reason(fmt.Sprintf("fences went backwards across the restart: %d before, %d after", rs.FenceBefore, rs.FenceAfter))
+	}
+	if res.Completed+res.Interrupted != a.total {
+		a.reason(fmt.Sprintf("%d completed + %d interrupted of %d iterations", res.Completed, res.Interrupted, a.total))
+	}
+	if a.sc.RestartSafe {
+		a.judgeSafeRestart(rs)
+		return
+	}
+	a.judgeLossyRestart(rs)
+}
+
+// judgeSafeRestart: nothing is excused, no two holders across the restart;
+// with KeepsLocks, the holder at the kill must keep its lock too.
+func (a *analysis) judgeSafeRestart(rs *RestartResult) {
+	a.note(fmt.Sprintf("restart: %s kill -9ed at %v, answering again %v later; fence %d before -> %d after",
+		rs.What, rs.At, rs.Down, rs.FenceBefore, rs.FenceAfter))
+	a.expectNone()
+	if a.res.MaxConcurrent > 1 {
+		a.noteRestartOverlaps()
+	}
+	switch {
+	case rs.HolderFence == 0:
+		a.note("restart: the holder left before the kill; no lock was held across it")
+	case !rs.Kept && a.sc.KeepsLocks:
+		a.reason(fmt.Sprintf("the lock held across the restart (fence %d) was lost: %s", rs.HolderFence, rs.lostHow))
+	case !rs.Kept:
+		a.note(fmt.Sprintf("restart: the lock held across it (fence %d) was lost (%s), and no one else had it meanwhile: the killed servers were among the few that held it, so no majority could confirm it any more", rs.HolderFence, rs.lostHow))
+	default:
+		how := "its holder released it normally"
+		if rs.HeldAfter {
+			how = "the lock still carried its fence when the servers answered again"
+		}
+		a.note(fmt.Sprintf("restart: the lock held across it (fence %d) was kept: its holder was told of no loss, %s, and no one else had it meanwhile", rs.HolderFence, how))
+	}
+}
+
+// noteRestartOverlaps says who overlapped whom, on the restart's clock.
+func (a *analysis) noteRestartOverlaps() {
+	restart := a.in.restart
+	rel := func(t int64) string {
+		if t == 0 {
+			return "-"
+		}
+		return nanos(t - restart.Killed).String()
+	}
+	for i, x := range a.acq {
+		for _, y := range a.acq[i+1:] {
+			if x.Acquired > 0 && y.Acquired > 0 && x.Exited > y.Acquired && y.Acquired >= x.Acquired {
+				a.note(fmt.Sprintf("restart: worker %d (fence %d; acquire sent %s, returned %s, told %s %s, hold ended %s) overlapped worker %d (fence %d; acquire sent %s, returned %s); times since the kill, servers up at %s",
+					x.Worker, x.Fence, rel(x.AcquireStart), rel(x.Acquired), rel(x.ToldAt), x.LostErr, rel(x.Exited),
+					y.Worker, y.Fence, rel(y.AcquireStart), rel(y.Acquired), rel(restart.Up)))
+			}
+		}
+	}
+}
+
+// judgeLossyRestart: the restart may lose the lock (a lease on one Redis);
+// no overlap apart from the holds that spanned it.
+func (a *analysis) judgeLossyRestart(rs *RestartResult) {
+	res := a.res
+	a.note(fmt.Sprintf("restart: redis-server kill -9ed at %v, answering again %v later (empty); fence %d before -> %d after; %d iterations interrupted",
+		rs.At, rs.Down, rs.FenceBefore, rs.FenceAfter, res.Interrupted))
+	a.ex.judge(res, "a hold that spanned the restart")
+	if n := res.Violations - a.ex.violations; n > 0 || res.MaxConcurrent > a.ex.maxConcurrent {
+		with := ""
+		if n > 0 {
+			with = fmt.Sprintf(" (%d violations of the counter with it)", n)
+		}
+		a.note("restart: the restart lost the lock, so a hold that spanned it overlapped later ones" + with + ": the documented limit of a lease on one Redis; the fence kept the data safe")
+	}
+}
+
+// cutShort: a run stopped early (Ctrl-C, timeout) fails for that reason
+// alone, whatever else looks wrong follows from it; any other reason fails
+// the run.
+func (a *analysis) cutShort() {
+	res := a.res
+	if a.in.stopped != "" {
+		res.Reasons = []string{a.in.stopped}
 		res.Notes = slices.DeleteFunc(res.Notes, func(n string) bool { return strings.Contains(n, "planned") })
 	}
 	if len(res.Reasons) > 0 && res.Status != StatusSkip {

@@ -296,3 +296,114 @@ func TestAnalyzeRestart(t *testing.T) {
 	res = analyzeRun(restartRun(refused(synthHold(0, 0, 10, 0, 350, 1, 1), 11)))
 	wantStatus(t, "overlap before the kill", res, StatusFail, "2 holders overlapped", "1 violations")
 }
+
+// wantNote checks that some note of res mentions each of notes.
+func wantNote(t *testing.T, name string, res *Result, notes ...string) {
+	t.Helper()
+	all := strings.Join(res.Notes, "\n")
+	for _, want := range notes {
+		if !strings.Contains(all, want) {
+			t.Errorf("%s: notes %q do not mention %q", name, res.Notes, want)
+		}
+	}
+}
+
+// crashRun is a crash run of 3 workers x 2 iterations: worker 1, holding
+// fence 11 from 101ms, is killed -9 at 150ms; the lock is free again at
+// 1050ms and worker 2 takes it (fence 12) at 1100ms. tweak replaces holds;
+// kill changes the kill.
+func crashRun(kill func(*killRec), tweak ...*iterRecord) analysisInput {
+	killed := synthHold(1, 0, 11, 101, 150, 1, 0)
+	killed.Outcome, killed.Released = "", false // cut short by the kill
+	in := synthRun("crash", 3, 2, []*iterRecord{
+		synthHold(0, 0, 10, 0, 100, 1, 0),
+		killed,
+		synthHold(2, 0, 12, 1100, 1200, 1, 0),
+		synthHold(0, 1, 13, 1201, 1300, 1, 0),
+		synthHold(2, 1, 14, 1301, 1400, 1, 0),
+	}, tweak)
+	k := killRec{Worker: 1, Fence: 11, At: at(150), HeldAtKill: true, Free: at(1050)}
+	if kill != nil {
+		kill(&k)
+	}
+	in.kills, in.killsPlanned = []killRec{k}, 1
+	in.killedAt = map[int]int64{1: k.At}
+	return in
+}
+
+// TestAnalyzeCrash checks the crash scenario's judgement of each kill: the
+// lock free again within the lease, taken over, the survivors done.
+func TestAnalyzeCrash(t *testing.T) {
+	res := analyzeRun(crashRun(nil))
+	wantStatus(t, "holder killed, lock taken over", res, StatusPass)
+	wantNote(t, "holder killed, lock taken over", res, "worker 1 (fence 11) kill -9ed at 150ms while holding")
+	if res.Killed != 1 || len(res.Kills) != 1 || res.Kills[0].Free != 900 || res.Kills[0].Takeover != 950 {
+		t.Errorf("holder killed: killed %d, kills %+v, want 1, free after 900ms, taken over after 950ms", res.Killed, res.Kills)
+	}
+
+	res = analyzeRun(crashRun(func(k *killRec) { k.Free = at(1650) }))
+	wantStatus(t, "free too late", res, StatusFail, "lock of killed worker 1 free again after 1.50s")
+
+	res = analyzeRun(crashRun(func(k *killRec) { k.Fence = 14 }))
+	wantStatus(t, "never taken over", res, StatusFail, "no worker took the lock over after worker 1 was killed")
+
+	res = analyzeRun(crashRun(func(k *killRec) { k.HeldAtKill = false }))
+	wantStatus(t, "killed after its release", res, StatusFail, "no holder was killed while holding the lock")
+	wantNote(t, "killed after its release", res, "worker 1 was killed just after it released the lock (not counted)")
+
+	in := crashRun(nil)
+	delete(in.recs, recKey{2, 1})
+	res = analyzeRun(in)
+	wantStatus(t, "a survivor short of iterations", res, StatusFail, "surviving worker 2 completed 1 of 2 iterations")
+
+	res = analyzeRun(crashRun(nil, synthHold(2, 0, 12, 1100, 1200, 2, 0)))
+	wantStatus(t, "two inside", res, StatusFail, "1 violations of mutual exclusion")
+}
+
+// TestAnalyzeExpiry checks that the expiry scenario fails a run in which no
+// holder outlived its lease.
+func TestAnalyzeExpiry(t *testing.T) {
+	res := analyzeRun(synthRun("expiry", 2, 1, []*iterRecord{
+		synthHold(0, 0, 10, 0, 100, 1, 0),
+		synthHold(1, 0, 11, 101, 200, 1, 0),
+	}, nil))
+	wantStatus(t, "no expiry", res, StatusFail, "no violation: holders outliving", "no stale write", "only 0 of 2 holders")
+	wantNote(t, "no expiry", res, "expiry: workers ignored 0 loss signals")
+}
+
+// TestAnalyzeSafeRestart checks a backend that must keep mutual exclusion
+// across a restart (and, with KeepsLocks, the lock held across it).
+func TestAnalyzeSafeRestart(t *testing.T) {
+	safe := func(keeps bool, holder int64, tweak ...*iterRecord) analysisInput {
+		in := restartRun(tweak...)
+		in.sc.RestartSafe, in.sc.KeepsLocks = true, keeps
+		in.restart.What, in.restart.HolderFence = "3 etcd members", holder
+		return in
+	}
+	// The hold that spanned the restart (fence 11) overlapped a later one:
+	// nothing is excused, and who overlapped whom is told.
+	res := analyzeRun(safe(true, 11))
+	wantStatus(t, "lock lost across the restart", res, StatusFail, "2 holders overlapped", "the lock held across the restart (fence 11) was lost: its holder was told during its hold")
+	wantNote(t, "lock lost across the restart", res, "restart: worker 1 (fence 11;", "overlapped worker 2 (fence 5000;")
+
+	// Held by no one across it, and no overlap.
+	spanning := synthHold(1, 0, 11, 300, 360, 1, 0)
+	res = analyzeRun(safe(true, 0, spanning))
+	wantStatus(t, "no lock across the restart", res, StatusPass)
+	wantNote(t, "no lock across the restart", res, "the holder left before the kill")
+
+	// Lost, but that is allowed without KeepsLocks, and no one else had it.
+	lost := synthHold(1, 0, 11, 300, 600, 1, 0)
+	lost.LostBeforeRelease, lost.LostErr = true, "renewal found it gone"
+	res = analyzeRun(safe(false, 11, lost))
+	wantStatus(t, "lost without KeepsLocks", res, StatusPass)
+	wantNote(t, "lost without KeepsLocks", res, "(fence 11) was lost (its holder was told during its hold: renewal found it gone)")
+
+	// Kept: still held by fence 11 when the servers answered again.
+	kept := synthHold(1, 0, 11, 300, 600, 1, 0)
+	in := safe(true, 11, kept)
+	in.restart.HeldAfter = true
+	res = analyzeRun(in)
+	wantStatus(t, "kept across the restart", res, StatusPass)
+	wantNote(t, "kept across the restart", res, "(fence 11) was kept: its holder was told of no loss, the lock still carried its fence")
+}

@@ -105,132 +105,38 @@ type MainOptions struct {
 func Main(args []string, stdout, stderr io.Writer, opts MainOptions) int {
 	fs := flag.NewFlagSet("fencelock demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var scenarioList strings.Builder
-	for _, s := range Scenarios {
-		n := fmt.Sprint(s.Iterations)
-		switch {
-		case s.Failovers > 0:
-			n = fmt.Sprintf("%d failovers", s.Failovers)
-		case s.Fair:
-			n = fmt.Sprintf("%v per mode", FairRunFor)
-		case s.Prim != "":
-			n = s.PrimLength()
-		}
-		fmt.Fprintf(&scenarioList, "  %-16s [%s] %s\n", s.Name, n, s.Summary)
-	}
-	fmt.Fprintf(&scenarioList, "  %-16s runs them all in turn (two to three minutes with the defaults)\n", "all")
-	var backendList strings.Builder
-	fmt.Fprintf(&backendList, "  %-16s %s\n", BackendRedis, "the demo's own redis-server (default; a Sentinel group or Cluster in the failover scenarios)")
-	fmt.Fprintf(&backendList, "  %-16s %s\n", BackendRedlock, "a majority of --masters (3 or 5) independent redis-servers (package redlock)")
-	fmt.Fprintf(&backendList, "  %-16s %s\n", BackendEtcd, "a 3-member etcd cluster (etcdbackend, a module of its own)")
-	defBackend := cmp.Or(opts.DefaultBackend, BackendRedis)
 	// The flag package reports a bad flag on stderr; runDemo adds a pointer
 	// to -h, which prints the full text on stdout.
 	fs.Usage = func() {}
-	var (
-		scenario   = fs.String("scenario", "all", "scenario to run: "+strings.Join(Names(), ", ")+", or all (a comma-separated list works too)")
-		workers    = fs.Int("workers", 8, "worker processes, 2 to 64")
-		iterations = fs.Int("iterations", 0, "iterations per worker (default: each scenario's own, see above; the failover scenarios iterate until their failovers are done)")
-		redisURL   = fs.String("redis", "", "Redis URL or host:port to use instead of a private redis-server (default $REDIS_URL)")
-		store      = fs.String("store", StoreRedis, "fenced store: "+strings.Join(StoreKinds, ", ")+" (restart and the failover scenarios use sqlite instead of redis)")
-		failovers  = fs.Int("failovers", 0, "failovers in failover and cluster-failover (default: each one's own, see above)")
-		replicaAck = fs.Int("replica-ack", 0, fmt.Sprintf("failover scenarios only: replicas that must acknowledge each acquire and renewal (redisbackend.WithReplicaAck), 0 (off) to %d; the Cluster has 1 replica per master", MaxReplicaAck))
-		ackTimeout = fs.Duration("replica-ack-timeout", DefaultReplicaAckTimeout, "how long an acquire or renewal waits for --replica-ack acknowledgements")
-		pgURL      = fs.String("postgres-url", "", "PostgreSQL URL for --store postgres (default $DATABASE_URL; without either, a private server is started)")
-		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
-		verbose    = fs.Bool("verbose", false, "show the workers' logs (lock losses, renewal failures) and go-redis's")
-		backend    = fs.String("backend", defBackend, "where the lock lives: "+BackendRedis+", "+BackendRedlock+" or "+BackendEtcd+" (see above)")
-		masters    = fs.Int("masters", DefaultRedlockMasters, "--backend redlock: independent masters, 3 or 5")
-	)
+	f := defineDemoFlags(fs, cmp.Or(opts.DefaultBackend, BackendRedis))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, demoUsage, backendList.String(), scenarioList.String())
+			fmt.Fprintf(stdout, demoUsage, backendListText(), scenarioListText())
 			printFlags(stdout, fs)
 			return 0
 		}
 		fmt.Fprintln(stderr, `Run "fencelock demo -h" for usage.`)
 		return 2 // the flag package printed the error
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "fencelock demo: "+format+"\n", a...)
+	// From the environment only after parsing, so that -h never prints a
+	// URL (which may hold a password).
+	if *f.redisURL == "" {
+		*f.redisURL = os.Getenv("REDIS_URL")
+	}
+	if *f.pgURL == "" {
+		*f.pgURL = os.Getenv("DATABASE_URL")
+	}
+	scenarios, lockBackend, etcd, err := f.check(fs, opts)
+	switch {
+	case etcd:
+		return runEtcdDemo(args, stderr)
+	case err != nil:
+		fmt.Fprintf(stderr, "fencelock demo: %s\n", err)
 		fmt.Fprintln(stderr, `Run "fencelock demo -h" for usage.`)
 		return 2
 	}
-	// From the environment only after parsing, so that -h never prints a
-	// URL (which may hold a password).
-	if *redisURL == "" {
-		*redisURL = os.Getenv("REDIS_URL")
-	}
-	if *pgURL == "" {
-		*pgURL = os.Getenv("DATABASE_URL")
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q (flags only)", fs.Arg(0))
-	}
-	scenarios, err := ParseScenarios(*scenario)
-	if err != nil {
-		return bad("%v", err)
-	}
-	if *workers < 2 || *workers > 64 {
-		return bad("invalid --workers %d: want 2 to 64 (they contend for one lock)", *workers)
-	}
-	var lockBackend *Backend
-	switch *backend {
-	case BackendRedis:
-	case BackendRedlock:
-		if *masters != 3 && *masters != 5 {
-			return bad("invalid --masters %d: want 3 or 5 (an odd number of independent masters)", *masters)
-		}
-		lockBackend = RedlockBackend(*masters)
-	default:
-		lockBackend = lookupBackend(*backend, opts.Backends)
-		if lockBackend == nil && *backend == BackendEtcd {
-			return runEtcdDemo(args, stderr)
-		}
-		if lockBackend == nil {
-			return bad("invalid --backend %q: want %s, %s or %s", *backend, BackendRedis, BackendRedlock, BackendEtcd)
-		}
-	}
-	if *backend != BackendRedlock && isSet(fs, "masters") {
-		return bad("--masters applies only to --backend %s", BackendRedlock)
-	}
-	if *iterations < 0 || *iterations > 10000 {
-		return bad("invalid --iterations %d: want 1 to 10000 (or 0 for each scenario's default)", *iterations)
-	}
-	switch *store {
-	case StoreRedis, StoreSQLite, StorePostgres:
-	default:
-		return bad("invalid --store %q: want %s", *store, strings.Join(StoreKinds, ", "))
-	}
-	if *failovers < 0 || *failovers > MaxFailovers {
-		return bad("invalid --failovers %d: want 1 to %d (or 0 for each scenario's default)", *failovers, MaxFailovers)
-	}
-	if *replicaAck < 0 || *replicaAck > MaxReplicaAck {
-		return bad("invalid --replica-ack %d: want 0 (off) to %d (the Sentinel group has 2 replicas, the Cluster 1 per master)", *replicaAck, MaxReplicaAck)
-	}
-	if *ackTimeout < time.Millisecond || *ackTimeout > MaxReplicaAckTimeout {
-		return bad("invalid --replica-ack-timeout %v: want 1ms to %v", *ackTimeout, MaxReplicaAckTimeout)
-	}
-	// The failover flags mean nothing to the other scenarios (their Redis
-	// has no replicas): refuse them rather than ignore them.
-	if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Failovers > 0 }) {
-		var set []string
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "failovers", "replica-ack", "replica-ack-timeout":
-				set = append(set, "--"+f.Name)
-			}
-		})
-		if len(set) > 0 {
-			verb := "applies"
-			if len(set) > 1 {
-				verb = "apply"
-			}
-			return bad("%s %s only to the failover scenarios (failover, cluster-failover), and --scenario %q has none", strings.Join(set, ", "), verb, *scenario)
-		}
-	}
 
-	if !*verbose {
+	if !*f.verbose {
 		QuietRedisLog()
 	}
 	if len(opts.WorkerCommand) == 0 {
@@ -241,34 +147,196 @@ func Main(args []string, stdout, stderr io.Writer, opts MainOptions) int {
 	defer stop()
 	rep, err := Run(ctx, Config{
 		Scenarios:     scenarios,
-		Workers:       *workers,
-		Iterations:    *iterations,
-		RedisURL:      *redisURL,
-		Store:         *store,
-		PostgresURL:   *pgURL,
+		Workers:       *f.workers,
+		Iterations:    *f.iterations,
+		RedisURL:      *f.redisURL,
+		Store:         *f.store,
+		PostgresURL:   *f.pgURL,
 		WorkerCommand: opts.WorkerCommand,
 		Backend:       lockBackend,
 		Progress:      stderr,
 		ProgressTTY:   isTerminal(stderr),
-		Verbose:       *verbose,
+		Verbose:       *f.verbose,
 
-		Failovers:         *failovers,
-		ReplicaAck:        *replicaAck,
-		ReplicaAckTimeout: *ackTimeout,
+		Failovers:         *f.failovers,
+		ReplicaAck:        *f.replicaAck,
+		ReplicaAckTimeout: *f.ackTimeout,
 	})
 	if rep != nil {
-		var werr error
-		if *jsonOut {
-			werr = rep.WriteJSON(stdout)
-		} else {
-			fmt.Fprintln(stdout)
-			werr = rep.WriteTable(stdout)
-		}
-		if werr != nil {
+		if werr := writeReport(rep, stdout, *f.jsonOut); werr != nil {
 			fmt.Fprintln(stderr, exitcode.Message("fencelock demo", werr))
 			return exitcode.CouldNotRun
 		}
 	}
+	return demoStatus(ctx, rep, err, stderr)
+}
+
+// scenarioListText lists the scenarios for -h, each with its length.
+func scenarioListText() string {
+	var b strings.Builder
+	for _, s := range Scenarios {
+		n := fmt.Sprint(s.Iterations)
+		switch {
+		case s.Failovers > 0:
+			n = fmt.Sprintf("%d failovers", s.Failovers)
+		case s.Fair:
+			n = fmt.Sprintf("%v per mode", FairRunFor)
+		case s.Prim != "":
+			n = s.PrimLength()
+		}
+		fmt.Fprintf(&b, "  %-16s [%s] %s\n", s.Name, n, s.Summary)
+	}
+	fmt.Fprintf(&b, "  %-16s runs them all in turn (two to three minutes with the defaults)\n", "all")
+	return b.String()
+}
+
+// backendListText lists the backends for -h.
+func backendListText() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-16s %s\n", BackendRedis, "the demo's own redis-server (default; a Sentinel group or Cluster in the failover scenarios)")
+	fmt.Fprintf(&b, "  %-16s %s\n", BackendRedlock, "a majority of --masters (3 or 5) independent redis-servers (package redlock)")
+	fmt.Fprintf(&b, "  %-16s %s\n", BackendEtcd, "a 3-member etcd cluster (etcdbackend, a module of its own)")
+	return b.String()
+}
+
+// demoFlags are the demo's flags, once defined on a flag set.
+type demoFlags struct {
+	scenario, redisURL, store, pgURL, backend           *string
+	workers, iterations, failovers, replicaAck, masters *int
+	ackTimeout                                          *time.Duration
+	jsonOut, verbose                                    *bool
+}
+
+// defineDemoFlags defines the demo's flags on fs.
+func defineDemoFlags(fs *flag.FlagSet, defBackend string) *demoFlags {
+	return &demoFlags{
+		scenario:   fs.String("scenario", "all", "scenario to run: "+strings.Join(Names(), ", ")+", or all (a comma-separated list works too)"),
+		workers:    fs.Int("workers", 8, "worker processes, 2 to 64"),
+		iterations: fs.Int("iterations", 0, "iterations per worker (default: each scenario's own, see above; the failover scenarios iterate until their failovers are done)"),
+		redisURL:   fs.String("redis", "", "Redis URL or host:port to use instead of a private redis-server (default $REDIS_URL)"),
+		store:      fs.String("store", StoreRedis, "fenced store: "+strings.Join(StoreKinds, ", ")+" (restart and the failover scenarios use sqlite instead of redis)"),
+		failovers:  fs.Int("failovers", 0, "failovers in failover and cluster-failover (default: each one's own, see above)"),
+		replicaAck: fs.Int("replica-ack", 0, fmt.Sprintf("failover scenarios only: replicas that must acknowledge each acquire and renewal (redisbackend.WithReplicaAck), 0 (off) to %d; the Cluster has 1 replica per master", MaxReplicaAck)),
+		ackTimeout: fs.Duration("replica-ack-timeout", DefaultReplicaAckTimeout, "how long an acquire or renewal waits for --replica-ack acknowledgements"),
+		pgURL:      fs.String("postgres-url", "", "PostgreSQL URL for --store postgres (default $DATABASE_URL; without either, a private server is started)"),
+		jsonOut:    fs.Bool("json", false, "print the report as JSON instead of a table"),
+		verbose:    fs.Bool("verbose", false, "show the workers' logs (lock losses, renewal failures) and go-redis's"),
+		backend:    fs.String("backend", defBackend, "where the lock lives: "+BackendRedis+", "+BackendRedlock+" or "+BackendEtcd+" (see above)"),
+		masters:    fs.Int("masters", DefaultRedlockMasters, "--backend redlock: independent masters, 3 or 5"),
+	}
+}
+
+// check validates the parsed flags, in the order a user reads them, and
+// returns the scenarios to run and the lock's backend (nil: the demo's own
+// redis-server); etcd is true when --backend etcd must be handed to the
+// etcd demo, which this program does not have.
+func (f *demoFlags) check(fs *flag.FlagSet, opts MainOptions) (scenarios []Scenario, lockBackend *Backend, etcd bool, err error) {
+	if fs.NArg() > 0 {
+		return nil, nil, false, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	scenarios, err = ParseScenarios(*f.scenario)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if *f.workers < 2 || *f.workers > 64 {
+		return nil, nil, false, fmt.Errorf("invalid --workers %d: want 2 to 64 (they contend for one lock)", *f.workers)
+	}
+	lockBackend, etcd, err = f.lockBackend(opts)
+	if etcd || err != nil {
+		return nil, nil, etcd, err
+	}
+	if *f.backend != BackendRedlock && isSet(fs, "masters") {
+		return nil, nil, false, fmt.Errorf("--masters applies only to --backend %s", BackendRedlock)
+	}
+	if err := f.checkRanges(); err != nil {
+		return nil, nil, false, err
+	}
+	if err := f.checkFailoverFlags(fs, scenarios); err != nil {
+		return nil, nil, false, err
+	}
+	return scenarios, lockBackend, false, nil
+}
+
+// lockBackend returns the backend --backend names (nil: the demo's own
+// redis-server), or etcd true when it is etcd and opts has none.
+func (f *demoFlags) lockBackend(opts MainOptions) (*Backend, bool, error) {
+	switch *f.backend {
+	case BackendRedis:
+		return nil, false, nil
+	case BackendRedlock:
+		if *f.masters != 3 && *f.masters != 5 {
+			return nil, false, fmt.Errorf("invalid --masters %d: want 3 or 5 (an odd number of independent masters)", *f.masters)
+		}
+		return RedlockBackend(*f.masters), false, nil
+	}
+	b := lookupBackend(*f.backend, opts.Backends)
+	if b == nil && *f.backend == BackendEtcd {
+		return nil, true, nil
+	}
+	if b == nil {
+		return nil, false, fmt.Errorf("invalid --backend %q: want %s, %s or %s", *f.backend, BackendRedis, BackendRedlock, BackendEtcd)
+	}
+	return b, false, nil
+}
+
+// checkRanges checks the numeric flags and --store.
+func (f *demoFlags) checkRanges() error {
+	if *f.iterations < 0 || *f.iterations > 10000 {
+		return fmt.Errorf("invalid --iterations %d: want 1 to 10000 (or 0 for each scenario's default)", *f.iterations)
+	}
+	switch *f.store {
+	case StoreRedis, StoreSQLite, StorePostgres:
+	default:
+		return fmt.Errorf("invalid --store %q: want %s", *f.store, strings.Join(StoreKinds, ", "))
+	}
+	if *f.failovers < 0 || *f.failovers > MaxFailovers {
+		return fmt.Errorf("invalid --failovers %d: want 1 to %d (or 0 for each scenario's default)", *f.failovers, MaxFailovers)
+	}
+	if *f.replicaAck < 0 || *f.replicaAck > MaxReplicaAck {
+		return fmt.Errorf("invalid --replica-ack %d: want 0 (off) to %d (the Sentinel group has 2 replicas, the Cluster 1 per master)", *f.replicaAck, MaxReplicaAck)
+	}
+	if *f.ackTimeout < time.Millisecond || *f.ackTimeout > MaxReplicaAckTimeout {
+		return fmt.Errorf("invalid --replica-ack-timeout %v: want 1ms to %v", *f.ackTimeout, MaxReplicaAckTimeout)
+	}
+	return nil
+}
+
+// checkFailoverFlags refuses the failover flags when no failover scenario
+// runs: they mean nothing to the others (their Redis has no replicas), and
+// ignoring them would mislead.
+func (f *demoFlags) checkFailoverFlags(fs *flag.FlagSet, scenarios []Scenario) error {
+	if slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Failovers > 0 }) {
+		return nil
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "failovers", "replica-ack", "replica-ack-timeout":
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if len(set) == 0 {
+		return nil
+	}
+	verb := "applies"
+	if len(set) > 1 {
+		verb = "apply"
+	}
+	return fmt.Errorf("%s %s only to the failover scenarios (failover, cluster-failover), and --scenario %q has none", strings.Join(set, ", "), verb, *f.scenario)
+}
+
+// writeReport prints the report on stdout, as JSON or as a table.
+func writeReport(rep *Report, stdout io.Writer, jsonOut bool) error {
+	if jsonOut {
+		return rep.WriteJSON(stdout)
+	}
+	fmt.Fprintln(stdout)
+	return rep.WriteTable(stdout)
+}
+
+// demoStatus returns the exit status of a run that ended with err (ctx:
+// the run's, ended by an interrupt).
+func demoStatus(ctx context.Context, rep *Report, err error, stderr io.Writer) int {
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(stderr, "fencelock demo: interrupted")

@@ -312,8 +312,23 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 	}
 	fs := res.Failover
 	fs.Planned, fs.ReplicaAck = in.failoversPlanned, in.replicaAck
+	acq := byAcquired(recs)
+	checkFenceOrder(res, in, acq)
+	measureGhosts(fs, acq)
+	excusedFrom := failoverEvents(res, in, recs, acq)
+	judgeFailoverCounts(res, in)
+	if fs.ReplicaAck > 0 {
+		judgeReplicaAck(res)
+		return
+	}
+	// The victims' holds may overlap others from the stall on: that is
+	// the loss being shown. Nothing else may.
+	excuseOverlap(recs, excusedFrom).judge(res, "a failover victim's hold from the stall on")
+	judgeNoReplicaAck(res)
+}
 
-	// Acquisitions in the order their Acquire returned.
+// byAcquired returns the acquisitions in the order their Acquire returned.
+func byAcquired(recs []*iterRecord) []*iterRecord {
 	var acq []*iterRecord
 	for _, r := range recs {
 		if r.Acquired > 0 {
@@ -321,8 +336,13 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 		}
 	}
 	slices.SortFunc(acq, func(a, b *iterRecord) int { return cmp.Compare(a.Acquired, b.Acquired) })
+	return acq
+}
 
-	// Fence regressions: a fence not above every fence handed out before.
+// checkFenceOrder counts fence regressions, a fence not above every fence
+// handed out before, and fails the run with the first three.
+func checkFenceOrder(res *Result, in analysisInput, acq []*iterRecord) {
+	fs := res.Failover
 	var top *iterRecord
 	for _, r := range acq {
 		if top != nil && r.Fence <= top.Fence {
@@ -335,9 +355,11 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 		}
 		top = r
 	}
+}
 
-	// Ghost lock: a release returned, and the next acquire (by a worker
-	// already waiting) came only that much later.
+// measureGhosts measures the ghost lock: a release returned, and the next
+// acquire (by a worker already waiting) came only that much later.
+func measureGhosts(fs *FailoverSummary, acq []*iterRecord) {
 	var ghosts []float64
 	for i := 1; i < len(acq); i++ {
 		prev, next := acq[i-1], acq[i]
@@ -347,8 +369,12 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 	}
 	fs.Releases = len(ghosts)
 	fs.GhostP50, fs.GhostMax = Millis(percentile(ghosts, 50)), Millis(percentile(ghosts, 100))
+}
 
-	// Each failover.
+// failoverEvents describes each failover and returns the victims' holds,
+// excused from the stall on.
+func failoverEvents(res *Result, in analysisInput, recs, acq []*iterRecord) map[*iterRecord]int64 {
+	fs := res.Failover
 	excusedFrom := map[*iterRecord]int64{}
 	var nexts []float64
 	for k, f := range in.failovers {
@@ -358,19 +384,11 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 			Promotion: sinceOrNever(f.Promoted, f.Killed), Rejoin: sinceOrNever(f.Rejoined, f.Killed),
 			TakenBy: -1, TakenAfter: -1, NextAcquire: -1,
 		}
-		for _, r := range acq {
-			if r.Acquired > f.Killed {
-				fr.NextAcquire = nanos(r.Acquired - f.Killed)
-				nexts = append(nexts, float64(fr.NextAcquire))
-				break
-			}
+		if r := firstAcquiredAfter(acq, f.Killed); r != nil {
+			fr.NextAcquire = nanos(r.Acquired - f.Killed)
+			nexts = append(nexts, float64(fr.NextAcquire))
 		}
-		var v *iterRecord
-		for _, r := range recs {
-			if r.Worker == f.Victim.Worker && r.Fence == f.Victim.Fence {
-				v = r
-			}
-		}
+		v := victimRecord(recs, f.Victim)
 		if v == nil || v.Acquired == 0 {
 			fr.Outcome = "unknown"
 			res.Reasons = append(res.Reasons, fmt.Sprintf("failover %d: the victim's iteration (worker %d, fence %d) was not reported", k+1, f.Victim.Worker, f.Victim.Fence))
@@ -378,31 +396,7 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 			continue
 		}
 		excusedFrom[v] = max(f.Stalled, v.Acquired)
-		var taker *iterRecord
-		for _, r := range acq {
-			if r != v && r.Acquired > v.Acquired && r.Acquired < v.Exited {
-				taker = r
-				break
-			}
-		}
-		if taker != nil {
-			fr.TakenBy, fr.TakenFence, fr.TakenAfter = taker.Worker, taker.Fence, nanos(taker.Acquired-f.Killed)
-		}
-		if v.ToldAt > 0 {
-			fr.Told, fr.ToldAfter = true, nanos(v.ToldAt-f.Killed)
-			fr.ToldHow = lossKind(v.LostErr)
-		}
-		switch {
-		case taker != nil && (v.ToldAt == 0 || v.ToldAt > taker.Acquired):
-			fr.Outcome = failoverLost
-			fs.LostSilently++
-		case v.ToldAt > 0:
-			fr.Outcome = failoverTold
-			fs.Told++
-		default:
-			fr.Outcome = failoverKept
-			fs.Kept++
-		}
+		judgeVictim(fs, &fr, v, acq, f.Killed)
 		fs.Events = append(fs.Events, fr)
 	}
 	fs.Done = len(fs.Events)
@@ -412,8 +406,68 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 		fs.NextAcquireMedian = Millis(percentile(nexts, 50))
 		fs.NextAcquireMax = Millis(percentile(nexts, 100))
 	}
+	return excusedFrom
+}
 
-	// Expectations.
+// firstAcquiredAfter returns the first of acq (by Acquired) that returned
+// after t, or nil.
+func firstAcquiredAfter(acq []*iterRecord, t int64) *iterRecord {
+	for _, r := range acq {
+		if r.Acquired > t {
+			return r
+		}
+	}
+	return nil
+}
+
+// victimRecord returns the (last) iteration of the failover's victim, or
+// nil.
+func victimRecord(recs []*iterRecord, victim holderValue) *iterRecord {
+	var v *iterRecord
+	for _, r := range recs {
+		if r.Worker == victim.Worker && r.Fence == victim.Fence {
+			v = r
+		}
+	}
+	return v
+}
+
+// judgeVictim decides what the failover did to its victim v: another
+// worker acquired the lock while v still believed it held it (lost
+// silently), v was told first, or v kept the lock.
+func judgeVictim(fs *FailoverSummary, fr *FailoverResult, v *iterRecord, acq []*iterRecord, killed int64) {
+	var taker *iterRecord
+	for _, r := range acq {
+		if r != v && r.Acquired > v.Acquired && r.Acquired < v.Exited {
+			taker = r
+			break
+		}
+	}
+	if taker != nil {
+		fr.TakenBy, fr.TakenFence, fr.TakenAfter = taker.Worker, taker.Fence, nanos(taker.Acquired-killed)
+	}
+	if v.ToldAt > 0 {
+		fr.Told, fr.ToldAfter = true, nanos(v.ToldAt-killed)
+		fr.ToldHow = lossKind(v.LostErr)
+	}
+	switch {
+	case taker != nil && (v.ToldAt == 0 || v.ToldAt > taker.Acquired):
+		fr.Outcome = failoverLost
+		fs.LostSilently++
+	case v.ToldAt > 0:
+		fr.Outcome = failoverTold
+		fs.Told++
+	default:
+		fr.Outcome = failoverKept
+		fs.Kept++
+	}
+}
+
+// judgeFailoverCounts fails a run that did fewer failovers than planned, or
+// whose lock was not acquired soon enough after a kill, and describes each
+// failover.
+func judgeFailoverCounts(res *Result, in analysisInput) {
+	fs := res.Failover
 	if fs.Done < fs.Planned && in.stopped == "" {
 		res.Reasons = append(res.Reasons, fmt.Sprintf("%d of %d failovers done", fs.Done, fs.Planned))
 	}
@@ -429,44 +483,55 @@ func analyzeFailovers(res *Result, in analysisInput, recs []*iterRecord) {
 		}
 		res.Notes = append(res.Notes, failoverNote(res.Scenario, e))
 	}
-	safe := res.StaleAccepted == 0 && fs.FenceRegressions == 0
-	if fs.ReplicaAck > 0 {
-		if fs.LostSilently > 0 {
-			for _, e := range fs.Events {
-				if e.Outcome == failoverLost {
-					res.Reasons = append(res.Reasons, fmt.Sprintf("failover %d: lock LOST SILENTLY with --replica-ack %d: worker %d (fence %d) still believed it held the lock when worker %d acquired fence %d, %v after the kill -9",
-						e.N, fs.ReplicaAck, e.Victim, e.Fence, e.TakenBy, e.TakenFence, e.TakenAfter))
-				}
-			}
-		}
-		if res.Violations > 0 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d violations of mutual exclusion (the inside counter)", res.Violations))
-		}
-		if res.MaxConcurrent > 1 {
-			res.Reasons = append(res.Reasons, fmt.Sprintf("%d holders overlapped in time (CLOCK_MONOTONIC intervals)", res.MaxConcurrent))
-		}
-		if fs.LostSilently == 0 && safe && res.MaxConcurrent <= 1 {
-			res.Verdict = fmt.Sprintf("--replica-ack %d: no lock lost silently in %s (holders told %d, kept %d), never two holders; stale writes refused %d, accepted 0",
-				fs.ReplicaAck, plural(fs.Done, "failover"), fs.Told, fs.Kept, res.StaleAttempted)
-		}
-	} else {
-		// The victims' holds may overlap others from the stall on: that
-		// is the loss being shown. Nothing else may.
-		excuseOverlap(recs, excusedFrom).judge(res, "a failover victim's hold from the stall on")
-		if safe {
-			if fs.LostSilently > 0 {
-				fenced := fmt.Sprintf("the fence refused every stale write (%d)", res.StaleAttempted)
-				if res.StaleAttempted == 0 {
-					fenced = "no stale write was attempted"
-				}
-				res.Verdict = fmt.Sprintf("lock lost silently in %d of %d failovers (no --replica-ack); %s, fences never went backwards",
-					fs.LostSilently, fs.Done, fenced)
-			} else {
-				res.Verdict = fmt.Sprintf("no lock lost silently in %s this time (no --replica-ack: holders told %d, kept %d); stale writes refused %d, accepted 0, fences never went backwards",
-					plural(fs.Done, "failover"), fs.Told, fs.Kept, res.StaleAttempted)
-			}
+}
+
+// judgeReplicaAck: with --replica-ack no lock may be lost silently and no
+// two holders may overlap.
+func judgeReplicaAck(res *Result) {
+	fs := res.Failover
+	for _, e := range fs.Events {
+		if e.Outcome == failoverLost {
+			res.Reasons = append(res.Reasons, fmt.Sprintf("failover %d: lock LOST SILENTLY with --replica-ack %d: worker %d (fence %d) still believed it held the lock when worker %d acquired fence %d, %v after the kill -9",
+				e.N, fs.ReplicaAck, e.Victim, e.Fence, e.TakenBy, e.TakenFence, e.TakenAfter))
 		}
 	}
+	if res.Violations > 0 {
+		res.Reasons = append(res.Reasons, fmt.Sprintf("%d violations of mutual exclusion (the inside counter)", res.Violations))
+	}
+	if res.MaxConcurrent > 1 {
+		res.Reasons = append(res.Reasons, fmt.Sprintf("%d holders overlapped in time (CLOCK_MONOTONIC intervals)", res.MaxConcurrent))
+	}
+	if fs.LostSilently == 0 && failoverSafe(res) && res.MaxConcurrent <= 1 {
+		res.Verdict = fmt.Sprintf("--replica-ack %d: no lock lost silently in %s (holders told %d, kept %d), never two holders; stale writes refused %d, accepted 0",
+			fs.ReplicaAck, plural(fs.Done, "failover"), fs.Told, fs.Kept, res.StaleAttempted)
+	}
+}
+
+// judgeNoReplicaAck gives the verdict without --replica-ack, where a lock
+// lost silently is what the scenario shows, provided the fences kept the
+// data safe.
+func judgeNoReplicaAck(res *Result) {
+	fs := res.Failover
+	if !failoverSafe(res) {
+		return
+	}
+	if fs.LostSilently == 0 {
+		res.Verdict = fmt.Sprintf("no lock lost silently in %s this time (no --replica-ack: holders told %d, kept %d); stale writes refused %d, accepted 0, fences never went backwards",
+			plural(fs.Done, "failover"), fs.Told, fs.Kept, res.StaleAttempted)
+		return
+	}
+	fenced := fmt.Sprintf("the fence refused every stale write (%d)", res.StaleAttempted)
+	if res.StaleAttempted == 0 {
+		fenced = "no stale write was attempted"
+	}
+	res.Verdict = fmt.Sprintf("lock lost silently in %d of %d failovers (no --replica-ack); %s, fences never went backwards",
+		fs.LostSilently, fs.Done, fenced)
+}
+
+// failoverSafe: the store accepted no stale write and fences never went
+// backwards.
+func failoverSafe(res *Result) bool {
+	return res.StaleAccepted == 0 && res.Failover.FenceRegressions == 0
 }
 
 // plural formats n things.

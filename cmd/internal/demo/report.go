@@ -107,6 +107,38 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the report as a table, one column per scenario, with
 // notes and failure reasons below it.
 func (rep *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "fencelock demo: %s for one lock on %s\n\n", rep.tableWho(), rep.tableOn())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := rep.rowWriter(tw)
+	for _, c := range commonRows {
+		row(c.label, c.cell)
+	}
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Failover != nil }) {
+		failoverRows(row)
+	}
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Fair != nil }) {
+		fairRows(row)
+	}
+	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Prim != nil }) {
+		primRows(row)
+	}
+	row("time", func(r *Result) string { return r.Elapsed.String() })
+	row("result", func(r *Result) string { return r.Status })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	rep.writeVerdicts(w)
+	rep.writeNotes(w)
+	verdict := "every scenario met its expectation"
+	if !rep.Pass {
+		verdict = "FAIL"
+	}
+	_, err := fmt.Fprintf(w, "\nwall time %v: %s\n", rep.Elapsed, verdict)
+	return err
+}
+
+// tableOn names where the lock was, for the table's header.
+func (rep *Report) tableOn() string {
 	on := rep.Redis
 	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Failover != nil && r.Status != StatusSkip }) {
 		on += ` (failover scenarios: on the replicated Redis of "lock on"; the checks stay here)`
@@ -114,18 +146,26 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if rep.Backend != "" {
 		on = rep.Backend + " (the checks and the fenced store on " + rep.Redis + ")"
 	}
-	// The fair, primitive and failover scenarios run worker counts of
-	// their own (--workers sets the others'): the header names a count
-	// only when every scenario shown ran it.
-	who := fmt.Sprintf("%d worker processes contend", rep.Workers)
+	return on
+}
+
+// tableWho names who contends, for the table's header. The fair, primitive
+// and failover scenarios run worker counts of their own (--workers sets the
+// others'): the header names a count only when every scenario shown ran it.
+func (rep *Report) tableWho() string {
 	if slices.ContainsFunc(rep.Results, func(r *Result) bool {
 		return r.Status != StatusSkip && (r.Workers != rep.Workers || r.Fair != nil || r.Prim != nil)
 	}) {
-		who = "worker processes (how many: the workers row) contend"
+		return "worker processes (how many: the workers row) contend"
 	}
-	fmt.Fprintf(w, "fencelock demo: %s for one lock on %s\n\n", who, on)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(label string, f func(r *Result) string) {
+	return fmt.Sprintf("%d worker processes contend", rep.Workers)
+}
+
+// rowWriter returns what writes one row of the table: its label, then a
+// cell for each scenario ("-" for a skipped one, apart from its name and
+// result).
+func (rep *Report) rowWriter(tw io.Writer) func(label string, f func(r *Result) string) {
+	return func(label string, f func(r *Result) string) {
 		cells := []string{label}
 		for _, r := range rep.Results {
 			if r.Status == StatusSkip && label != "" && label != "result" {
@@ -136,178 +176,206 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	num := func(f func(r *Result) int) func(r *Result) string {
-		return func(r *Result) string { return fmt.Sprint(f(r)) }
+}
+
+// tableRow is a row of the table: its label and how a scenario's cell
+// reads.
+type tableRow struct {
+	label string
+	cell  func(r *Result) string
+}
+
+// num formats a count as a cell.
+func num(f func(r *Result) int) func(r *Result) string {
+	return func(r *Result) string { return fmt.Sprint(f(r)) }
+}
+
+// commonRows are the rows every table has, top to bottom.
+var commonRows = []tableRow{
+	{"", func(r *Result) string { return r.Scenario }},
+	{"lease / hold / renewal", cellLeaseHoldRenewal},
+	{"workers x iterations", cellWorkersIterations},
+	{"fenced store", func(r *Result) string { return r.Store }},
+	{"entered", num(func(r *Result) int { return r.Entered })},
+	{"completed", num(func(r *Result) int { return r.Completed })},
+	{"interrupted / killed", func(r *Result) string { return fmt.Sprintf("%d / %d", r.Interrupted, r.Killed) }},
+	{"max concurrent holders", num(func(r *Result) int { return r.MaxConcurrent })},
+	{"violations", num(func(r *Result) int { return r.Violations })},
+	{"loss signals", num(func(r *Result) int { return r.LossSignals })},
+	{"writes", num(func(r *Result) int { return r.Writes })},
+	{"stale writes attempted", num(func(r *Result) int { return r.StaleAttempted })},
+	{"stale writes accepted", num(func(r *Result) int { return r.StaleAccepted })},
+	{"fence first", cellFenceFirst},
+	{"fence last - first", cellFenceSpan},
+	{"hand-off p50 / p99", cellHandoff},
+	{"disruption", cellDisruption},
+	{"takeover (max)", cellTakeover},
+}
+
+func cellLeaseHoldRenewal(r *Result) string {
+	renew := "-"
+	if r.Renew > 0 {
+		renew = dur(r.Renew)
 	}
-	row("", func(r *Result) string { return r.Scenario })
-	row("lease / hold / renewal", func(r *Result) string {
-		renew := "-"
-		if r.Renew > 0 {
-			renew = dur(r.Renew)
+	return dur(r.Lease) + " / " + dur(r.Hold) + " / " + renew
+}
+
+func cellWorkersIterations(r *Result) string {
+	if r.Failover != nil {
+		return fmt.Sprintf("%d x until done", r.Workers)
+	}
+	if f := r.Fair; f != nil {
+		return fmt.Sprintf("%d x %d goroutines, %v a mode", f.Procs, f.PerProc, FairRunFor)
+	}
+	if p := r.Prim; p != nil {
+		switch p.Kind {
+		case primJobs:
+			return fmt.Sprintf("%d x %d ticks", p.Procs, p.Ticks)
+		case primElection:
+			return fmt.Sprintf("%d candidates, %v", p.Procs, p.RunFor)
 		}
-		return dur(r.Lease) + " / " + dur(r.Hold) + " / " + renew
-	})
-	row("workers x iterations", func(r *Result) string {
-		if r.Failover != nil {
-			return fmt.Sprintf("%d x until done", r.Workers)
-		}
-		if f := r.Fair; f != nil {
-			return fmt.Sprintf("%d x %d goroutines, %v a mode", f.Procs, f.PerProc, FairRunFor)
-		}
-		if p := r.Prim; p != nil {
-			switch p.Kind {
-			case primJobs:
-				return fmt.Sprintf("%d x %d ticks", p.Procs, p.Ticks)
-			case primElection:
-				return fmt.Sprintf("%d candidates, %v", p.Procs, p.RunFor)
-			}
-			return fmt.Sprintf("%d x %d goroutines, %v", p.Procs, p.PerProc, p.RunFor)
-		}
-		return fmt.Sprintf("%d x %d", r.Workers, r.Iterations)
-	})
-	row("fenced store", func(r *Result) string { return r.Store })
-	row("entered", num(func(r *Result) int { return r.Entered }))
-	row("completed", num(func(r *Result) int { return r.Completed }))
-	row("interrupted / killed", func(r *Result) string { return fmt.Sprintf("%d / %d", r.Interrupted, r.Killed) })
-	row("max concurrent holders", num(func(r *Result) int { return r.MaxConcurrent }))
-	row("violations", num(func(r *Result) int { return r.Violations }))
-	row("loss signals", num(func(r *Result) int { return r.LossSignals }))
-	row("writes", num(func(r *Result) int { return r.Writes }))
-	row("stale writes attempted", num(func(r *Result) int { return r.StaleAttempted }))
-	row("stale writes accepted", num(func(r *Result) int { return r.StaleAccepted }))
-	row("fence first", func(r *Result) string {
-		if r.Acquisitions == 0 {
-			return "-"
-		}
-		return fmt.Sprint(r.FenceMin)
-	})
-	row("fence last - first", func(r *Result) string {
-		if r.Acquisitions == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("+%d", r.FenceMax-r.FenceMin)
-	})
-	row("hand-off p50 / p99", func(r *Result) string {
-		if r.Handoffs == 0 {
-			return "-"
-		}
-		return r.HandoffP50.String() + " / " + r.HandoffP99.String()
-	})
-	row("disruption", func(r *Result) string {
-		switch {
-		case len(r.Pauses) > 0:
-			return fmt.Sprintf("%d paused", len(r.Pauses))
-		case len(r.Kills) > 0:
-			return fmt.Sprintf("%d killed", len(r.Kills))
-		case r.Restart != nil && r.Restart.What != "" && r.Restart.What != "redis-server":
-			kept := "lock lost"
-			if r.Restart.Kept {
-				kept = "lock kept"
-			}
-			return "restart: " + r.Restart.What + ", " + kept
-		case r.Restart != nil:
-			return "redis restart"
-		case r.Failover != nil:
-			return fmt.Sprintf("%d failovers", r.Failover.Done)
-		case r.Fair != nil && r.Fair.Kill != nil:
-			return "1 killed in line"
-		case r.Prim != nil && r.Prim.Kill != nil:
-			return "1 holder killed"
-		}
+		return fmt.Sprintf("%d x %d goroutines, %v", p.Procs, p.PerProc, p.RunFor)
+	}
+	return fmt.Sprintf("%d x %d", r.Workers, r.Iterations)
+}
+
+func cellFenceFirst(r *Result) string {
+	if r.Acquisitions == 0 {
 		return "-"
-	})
-	row("takeover (max)", func(r *Result) string {
-		var most Millis = -2
-		for _, p := range r.Pauses {
-			most = maxTakeover(most, p.Takeover)
+	}
+	return fmt.Sprint(r.FenceMin)
+}
+
+func cellFenceSpan(r *Result) string {
+	if r.Acquisitions == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("+%d", r.FenceMax-r.FenceMin)
+}
+
+func cellHandoff(r *Result) string {
+	if r.Handoffs == 0 {
+		return "-"
+	}
+	return r.HandoffP50.String() + " / " + r.HandoffP99.String()
+}
+
+func cellDisruption(r *Result) string {
+	switch {
+	case len(r.Pauses) > 0:
+		return fmt.Sprintf("%d paused", len(r.Pauses))
+	case len(r.Kills) > 0:
+		return fmt.Sprintf("%d killed", len(r.Kills))
+	case r.Restart != nil && r.Restart.What != "" && r.Restart.What != "redis-server":
+		kept := "lock lost"
+		if r.Restart.Kept {
+			kept = "lock kept"
 		}
-		for _, k := range r.Kills {
-			if k.Held {
-				most = maxTakeover(most, k.Takeover)
+		return "restart: " + r.Restart.What + ", " + kept
+	case r.Restart != nil:
+		return "redis restart"
+	case r.Failover != nil:
+		return fmt.Sprintf("%d failovers", r.Failover.Done)
+	case r.Fair != nil && r.Fair.Kill != nil:
+		return "1 killed in line"
+	case r.Prim != nil && r.Prim.Kill != nil:
+		return "1 holder killed"
+	}
+	return "-"
+}
+
+func cellTakeover(r *Result) string {
+	var most Millis = -2
+	for _, p := range r.Pauses {
+		most = maxTakeover(most, p.Takeover)
+	}
+	for _, k := range r.Kills {
+		if k.Held {
+			most = maxTakeover(most, k.Takeover)
+		}
+	}
+	if r.Restart != nil {
+		return "down " + r.Restart.Down.String()
+	}
+	switch {
+	case most == -2:
+		return "-"
+	case most < 0:
+		return "never"
+	}
+	return most.String()
+}
+
+// failoverRows adds the failover scenarios' rows.
+func failoverRows(row func(label string, f func(r *Result) string)) {
+	fo := func(f func(fs *FailoverSummary) string) func(r *Result) string {
+		return func(r *Result) string {
+			if r.Failover == nil {
+				return "-"
 			}
+			return f(r.Failover)
 		}
-		if r.Restart != nil {
-			return "down " + r.Restart.Down.String()
+	}
+	row("lock on", fo(func(fs *FailoverSummary) string {
+		if fs.Topology == lockCluster {
+			return "cluster 3 x (1+1)"
 		}
-		switch {
-		case most == -2:
+		return "sentinel 1+2"
+	}))
+	row("replica ack", fo(func(fs *FailoverSummary) string {
+		if fs.ReplicaAck == 0 {
+			return "off"
+		}
+		return fmt.Sprintf("%d, %v", fs.ReplicaAck, fs.ReplicaAckTimeout)
+	}))
+	row("replicas stalled before kill -9", fo(func(fs *FailoverSummary) string { return dur(fs.StallFor) }))
+	row("failovers done", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d of %d", fs.Done, fs.Planned) }))
+	row("locks lost silently", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d of %d", fs.LostSilently, fs.Done) }))
+	row("holders told / kept", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d / %d", fs.Told, fs.Kept) }))
+	row("fence regressions", fo(func(fs *FailoverSummary) string { return fmt.Sprint(fs.FenceRegressions) }))
+	row("ghost lock after release p50 / max", fo(func(fs *FailoverSummary) string {
+		if fs.Releases == 0 {
 			return "-"
-		case most < 0:
-			return "never"
 		}
-		return most.String()
+		return fs.GhostP50.String() + " / " + fs.GhostMax.String()
+	}))
+	row("next acquire after kill min / med / max", fo(func(fs *FailoverSummary) string {
+		if fs.Done == 0 {
+			return "-"
+		}
+		return showTakeover(fs.NextAcquireMin) + " / " + showTakeover(fs.NextAcquireMedian) + " / " + showTakeover(fs.NextAcquireMax)
+	}))
+}
+
+// fairRows adds the fair scenario's rows: each measure of the plain run,
+// then of the fair one.
+func fairRows(row func(label string, f func(r *Result) string)) {
+	fair := func(f func(fs *FairSummary) string) func(r *Result) string {
+		return func(r *Result) string {
+			if r.Fair == nil || r.Fair.Plain.Acquisitions == 0 || r.Fair.Fair.Acquisitions == 0 {
+				return "-"
+			}
+			return f(r.Fair)
+		}
+	}
+	both := func(f func(fr FairRun) string) func(r *Result) string {
+		return fair(func(fs *FairSummary) string { return f(fs.Plain) + " / " + f(fs.Fair) })
+	}
+	row("plain / fair: hand-offs per s", both(func(fr FairRun) string { return fmt.Sprintf("%.0f", fr.PerSecond) }))
+	row("plain / fair: wait p50", both(func(fr FairRun) string { return fr.WaitP50.String() }))
+	row("plain / fair: wait p99", both(func(fr FairRun) string { return fr.WaitP99.String() }))
+	row("plain / fair: p99 / ((N-1) x hold)", both(func(fr FairRun) string { return fmt.Sprintf("%.1fx", fr.P99VsIdeal) }))
+	row("plain / fair: turns per worker min/max", both(func(fr FairRun) string { return fmt.Sprintf("%.2f", fr.MinMax) }))
+	row("kill -9 in line: next acquire / stall", func(r *Result) string {
+		if r.Fair == nil || r.Fair.Kill == nil {
+			return "-"
+		}
+		return showTakeover(r.Fair.Kill.Next) + " / " + r.Fair.Kill.Stall.String()
 	})
-	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Failover != nil }) {
-		fo := func(f func(fs *FailoverSummary) string) func(r *Result) string {
-			return func(r *Result) string {
-				if r.Failover == nil {
-					return "-"
-				}
-				return f(r.Failover)
-			}
-		}
-		row("lock on", fo(func(fs *FailoverSummary) string {
-			if fs.Topology == lockCluster {
-				return "cluster 3 x (1+1)"
-			}
-			return "sentinel 1+2"
-		}))
-		row("replica ack", fo(func(fs *FailoverSummary) string {
-			if fs.ReplicaAck == 0 {
-				return "off"
-			}
-			return fmt.Sprintf("%d, %v", fs.ReplicaAck, fs.ReplicaAckTimeout)
-		}))
-		row("replicas stalled before kill -9", fo(func(fs *FailoverSummary) string { return dur(fs.StallFor) }))
-		row("failovers done", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d of %d", fs.Done, fs.Planned) }))
-		row("locks lost silently", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d of %d", fs.LostSilently, fs.Done) }))
-		row("holders told / kept", fo(func(fs *FailoverSummary) string { return fmt.Sprintf("%d / %d", fs.Told, fs.Kept) }))
-		row("fence regressions", fo(func(fs *FailoverSummary) string { return fmt.Sprint(fs.FenceRegressions) }))
-		row("ghost lock after release p50 / max", fo(func(fs *FailoverSummary) string {
-			if fs.Releases == 0 {
-				return "-"
-			}
-			return fs.GhostP50.String() + " / " + fs.GhostMax.String()
-		}))
-		row("next acquire after kill min / med / max", fo(func(fs *FailoverSummary) string {
-			if fs.Done == 0 {
-				return "-"
-			}
-			return showTakeover(fs.NextAcquireMin) + " / " + showTakeover(fs.NextAcquireMedian) + " / " + showTakeover(fs.NextAcquireMax)
-		}))
-	}
-	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Fair != nil }) {
-		fair := func(f func(fs *FairSummary) string) func(r *Result) string {
-			return func(r *Result) string {
-				if r.Fair == nil || r.Fair.Plain.Acquisitions == 0 || r.Fair.Fair.Acquisitions == 0 {
-					return "-"
-				}
-				return f(r.Fair)
-			}
-		}
-		both := func(f func(fr FairRun) string) func(r *Result) string {
-			return fair(func(fs *FairSummary) string { return f(fs.Plain) + " / " + f(fs.Fair) })
-		}
-		row("plain / fair: hand-offs per s", both(func(fr FairRun) string { return fmt.Sprintf("%.0f", fr.PerSecond) }))
-		row("plain / fair: wait p50", both(func(fr FairRun) string { return fr.WaitP50.String() }))
-		row("plain / fair: wait p99", both(func(fr FairRun) string { return fr.WaitP99.String() }))
-		row("plain / fair: p99 / ((N-1) x hold)", both(func(fr FairRun) string { return fmt.Sprintf("%.1fx", fr.P99VsIdeal) }))
-		row("plain / fair: turns per worker min/max", both(func(fr FairRun) string { return fmt.Sprintf("%.2f", fr.MinMax) }))
-		row("kill -9 in line: next acquire / stall", func(r *Result) string {
-			if r.Fair == nil || r.Fair.Kill == nil {
-				return "-"
-			}
-			return showTakeover(r.Fair.Kill.Next) + " / " + r.Fair.Kill.Stall.String()
-		})
-	}
-	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Prim != nil }) {
-		primRows(row)
-	}
-	row("time", func(r *Result) string { return r.Elapsed.String() })
-	row("result", func(r *Result) string { return r.Status })
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+}
+
+// writeVerdicts writes each scenario's verdict line, if it has one.
+func (rep *Report) writeVerdicts(w io.Writer) {
 	for _, r := range rep.Results {
 		if r.Verdict != "" {
 			fmt.Fprintf(w, "\n%s: %s", r.Scenario, r.Verdict)
@@ -316,7 +384,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if slices.ContainsFunc(rep.Results, func(r *Result) bool { return r.Verdict != "" }) {
 		fmt.Fprintln(w)
 	}
+}
 
+// writeNotes writes the notes (a skipped scenario's reasons among them),
+// then the reasons the others failed.
+func (rep *Report) writeNotes(w io.Writer) {
 	var notes, fails []string
 	for _, r := range rep.Results {
 		notes = append(notes, r.Notes...)
@@ -328,24 +400,20 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 		}
 	}
-	if len(notes) > 0 {
-		fmt.Fprintln(w, "\nnotes:")
-		for _, n := range notes {
-			fmt.Fprintln(w, "  "+strings.ReplaceAll(n, "\n", "\n    "))
-		}
+	writeIndented(w, "notes:", notes)
+	writeIndented(w, "failures:", fails)
+}
+
+// writeIndented writes a titled list, if it has anything, its items
+// indented (their continuation lines more).
+func writeIndented(w io.Writer, title string, items []string) {
+	if len(items) == 0 {
+		return
 	}
-	if len(fails) > 0 {
-		fmt.Fprintln(w, "\nfailures:")
-		for _, f := range fails {
-			fmt.Fprintln(w, "  "+strings.ReplaceAll(f, "\n", "\n    "))
-		}
+	fmt.Fprintln(w, "\n"+title)
+	for _, n := range items {
+		fmt.Fprintln(w, "  "+strings.ReplaceAll(n, "\n", "\n    "))
 	}
-	verdict := "every scenario met its expectation"
-	if !rep.Pass {
-		verdict = "FAIL"
-	}
-	_, err := fmt.Fprintf(w, "\nwall time %v: %s\n", rep.Elapsed, verdict)
-	return err
 }
 
 // maxTakeover keeps the worst takeover; "never" (-1) is the worst.

@@ -42,37 +42,24 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		r.secrets.scrubResult(res) // worker output, driver errors: whatever they quoted
 	}()
 
-	skip := func(reason string) *Result {
-		res.Status = StatusSkip
-		res.Reasons = append(res.Reasons, reason)
-		res.Store = "-"
-		r.progress.done(sc.Name, res)
-		return res
-	}
-	if sc.Restart && r.srv == nil && r.store == nil {
-		return skip("needs the demo's private redis-server (it kill -9s and restarts it); not done to an external Redis")
-	}
 	failovers := r.failovers(sc)
 	if sc.isFailover() {
 		res.Failover = &FailoverSummary{Topology: sc.Failover, ReplicaAck: r.cfg.ReplicaAck, StallFor: millis(sc.StallFor), Planned: failovers}
 		if r.cfg.ReplicaAck > 0 {
 			res.Failover.ReplicaAckTimeout = millis(r.cfg.ReplicaAckTimeout)
 		}
-		switch {
-		case r.srv == nil:
-			return skip("runs only with the demo's private servers (it starts a replicated Redis of its own, kill -9s its masters, and keeps its checks on a private redis-server); skipped with an external Redis")
-		case sc.Failover == lockCluster && r.cfg.ReplicaAck > 1:
-			return skip(fmt.Sprintf("the Cluster has one replica per master: --replica-ack %d could never be acknowledged", r.cfg.ReplicaAck))
-		}
+	}
+	if reason := r.skipReason(sc); reason != "" {
+		res.Status = StatusSkip
+		res.Reasons = append(res.Reasons, reason)
+		res.Store = "-"
+		r.progress.done(sc.Name, res)
+		return res
 	}
 
 	// The fenced store.
 	if sc.SQLStore && r.cfg.Store == StoreRedis {
-		if sc.isFailover() {
-			res.Notes = append(res.Notes, sc.Name+": fenced store: SQLite instead of Redis, which a failover may roll back")
-		} else {
-			res.Notes = append(res.Notes, "fenced store: SQLite instead of Redis, which the restart wipes")
-		}
+		res.Notes = append(res.Notes, sqlStoreNote(sc))
 	}
 	ns, scfg, store, teardown, err := r.setUpScenario(ctx, sc, res)
 	if err != nil {
@@ -144,83 +131,12 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 		ctl.run(ctlCtx)
 	}()
 
-	recs := map[recKey]*iterRecord{}
-	doneWorkers := map[int]bool{}
-	handle := func(m message) {
-		switch m.ev.Ev {
-		case "step", "iter":
-			rec := m.ev.Iter
-			if rec == nil {
-				return
-			}
-			rec.Worker = m.p.id
-			k := recKey{m.p.id, rec.Iter}
-			if _, seen := recs[k]; !seen && rec.EnterRan {
-				st.entered++
-				if rec.EnterN != 1 {
-					st.violations++
-				}
-				st.maxInside = max(st.maxInside, rec.EnterN)
-			}
-			recs[k] = rec
-			if m.ev.Ev == "iter" {
-				st.finished++
-				finished.Store(st.finished)
-				finishedBy[m.p.id].Add(1)
-				if rec.ExitRan && rec.ExitN != 0 {
-					st.violations++
-				}
-				for _, w := range rec.Writes {
-					if w.Result == writeStale {
-						st.stale++
-					}
-				}
-			}
-		case "done":
-			doneWorkers[m.p.id] = true
-		case "fatal":
-			res.Reasons = append(res.Reasons, fmt.Sprintf("worker %d: %s", m.p.id, m.ev.Err))
-		}
-	}
+	c := &collector{st: st, recs: map[recKey]*iterRecord{}, doneWorkers: map[int]bool{}, finished: &finished, finishedBy: finishedBy, res: res}
 	for _, m := range early {
-		handle(m)
+		c.handle(m)
 	}
-
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(r.progress.interval())
-	defer tick.Stop()
-	alive := len(procs)
-	timedOut, interrupted := false, false
-	stopped := "" // why the run was cut short
-	for alive > 0 {
-		select {
-		case m := <-msgs:
-			if m.exited {
-				alive--
-				if !doneWorkers[m.p.id] && !m.p.killed.Load() && !timedOut && !interrupted {
-					res.Reasons = append(res.Reasons, fmt.Sprintf("worker %d exited early (%v); its stderr:\n%s",
-						m.p.id, m.p.err, indent(m.p.stderr.String())))
-				}
-				continue
-			}
-			handle(m)
-		case <-tick.C:
-			r.progress.update(sc.Name, st, time.Since(started))
-		case <-deadline.C:
-			if !timedOut {
-				timedOut = true
-				stopped = fmt.Sprintf("timed out after %v with %d of %d iterations finished", timeout, st.finished, st.total)
-				stopWorkers(procs)
-			}
-		case <-ctx.Done():
-			if !interrupted {
-				interrupted = true
-				stopped = fmt.Sprintf("interrupted with %d of %d iterations finished", st.finished, st.total)
-				stopWorkers(procs)
-			}
-		}
-	}
+	stopped := r.collect(ctx, sc, c, procs, msgs, timeout, started)
+	recs, doneWorkers := c.recs, c.doneWorkers
 	stopCtl()
 	<-ctlDone
 	end := mono()
@@ -239,34 +155,165 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) *Result {
 			in.killedAt[p.id] = p.killAt.Load()
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	_, token, rerr := store.Read(sctx, lockKey)
-	cancel()
-	switch {
-	case errors.Is(rerr, fence.ErrNotFound):
-	case rerr != nil:
-		res.Notes = append(res.Notes, "could not read the store's final value: "+rerr.Error())
-	default:
-		in.storeToken = token
-	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	if r.store != nil {
-		f, ferr := r.store.Fence(lctx, ns, lockKey)
-		in.lockLeft = ferr == nil && f != 0
-	} else {
-		lockRDB := redis.UniversalClient(r.rdb)
-		if bed != nil {
-			lockRDB = bed.client()
-			defer lockRDB.Close()
-		}
-		n, lerr := lockRDB.Exists(lctx, keys.lock).Result()
-		in.lockLeft = lerr == nil && n > 0
-	}
-	cancel()
+	in.storeToken = storeToken(ctx, store, res)
+	in.lockLeft = r.lockLeft(ctx, ns, keys, bed)
 	analyze(res, in)
 	res.Elapsed = millis(time.Since(started))
 	r.progress.done(sc.Name, res)
 	return res
+}
+
+// skipReason says why sc cannot run on these servers, or "".
+func (r *runner) skipReason(sc Scenario) string {
+	switch {
+	case sc.Restart && r.srv == nil && r.store == nil:
+		return "needs the demo's private redis-server (it kill -9s and restarts it); not done to an external Redis"
+	case sc.isFailover() && r.srv == nil:
+		return "runs only with the demo's private servers (it starts a replicated Redis of its own, kill -9s its masters, and keeps its checks on a private redis-server); skipped with an external Redis"
+	case sc.isFailover() && sc.Failover == lockCluster && r.cfg.ReplicaAck > 1:
+		return fmt.Sprintf("the Cluster has one replica per master: --replica-ack %d could never be acknowledged", r.cfg.ReplicaAck)
+	}
+	return ""
+}
+
+// sqlStoreNote says why sc's fenced store is SQLite, not Redis.
+func sqlStoreNote(sc Scenario) string {
+	if sc.isFailover() {
+		return sc.Name + ": fenced store: SQLite instead of Redis, which a failover may roll back"
+	}
+	return "fenced store: SQLite instead of Redis, which the restart wipes"
+}
+
+// collector keeps what the workers report: the iterations, who finished,
+// and the live counts. Only the run loop calls it.
+type collector struct {
+	st          *live
+	recs        map[recKey]*iterRecord
+	doneWorkers map[int]bool
+	finished    *atomicInt
+	finishedBy  []atomicInt
+	res         *Result
+}
+
+// handle takes one event of a worker.
+func (c *collector) handle(m message) {
+	switch m.ev.Ev {
+	case "step", "iter":
+		if m.ev.Iter != nil {
+			c.record(m.p.id, m.ev.Iter, m.ev.Ev == "iter")
+		}
+	case "done":
+		c.doneWorkers[m.p.id] = true
+	case "fatal":
+		c.res.Reasons = append(c.res.Reasons, fmt.Sprintf("worker %d: %s", m.p.id, m.ev.Err))
+	}
+}
+
+// record keeps the latest state of an iteration of worker w, and counts it
+// once it entered and once it finished.
+func (c *collector) record(w int, rec *iterRecord, finished bool) {
+	st := c.st
+	rec.Worker = w
+	k := recKey{w, rec.Iter}
+	if _, seen := c.recs[k]; !seen && rec.EnterRan {
+		st.entered++
+		if rec.EnterN != 1 {
+			st.violations++
+		}
+		st.maxInside = max(st.maxInside, rec.EnterN)
+	}
+	c.recs[k] = rec
+	if !finished {
+		return
+	}
+	st.finished++
+	c.finished.Store(st.finished)
+	c.finishedBy[w].Add(1)
+	if rec.ExitRan && rec.ExitN != 0 {
+		st.violations++
+	}
+	for _, wr := range rec.Writes {
+		if wr.Result == writeStale {
+			st.stale++
+		}
+	}
+}
+
+// collect takes the workers' events until every worker has exited,
+// stopping them at the timeout or when ctx ends, and returns why the run
+// was cut short ("" if it was not).
+func (r *runner) collect(ctx context.Context, sc Scenario, c *collector, procs []*proc, msgs <-chan message, timeout time.Duration, started time.Time) string {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(r.progress.interval())
+	defer tick.Stop()
+	st := c.st
+	alive := len(procs)
+	timedOut, interrupted := false, false
+	stopped := ""
+	for alive > 0 {
+		select {
+		case m := <-msgs:
+			if m.exited {
+				alive--
+				if !c.doneWorkers[m.p.id] && !m.p.killed.Load() && !timedOut && !interrupted {
+					c.res.Reasons = append(c.res.Reasons, fmt.Sprintf("worker %d exited early (%v); its stderr:\n%s",
+						m.p.id, m.p.err, indent(m.p.stderr.String())))
+				}
+				continue
+			}
+			c.handle(m)
+		case <-tick.C:
+			r.progress.update(sc.Name, st, time.Since(started))
+		case <-deadline.C:
+			if !timedOut {
+				timedOut = true
+				stopped = fmt.Sprintf("timed out after %v with %d of %d iterations finished", timeout, st.finished, st.total)
+				stopWorkers(procs)
+			}
+		case <-ctx.Done():
+			if !interrupted {
+				interrupted = true
+				stopped = fmt.Sprintf("interrupted with %d of %d iterations finished", st.finished, st.total)
+				stopWorkers(procs)
+			}
+		}
+	}
+	return stopped
+}
+
+// storeToken returns the token the fenced store holds at the end (0:
+// none).
+func storeToken(ctx context.Context, store *openedStore, res *Result) int64 {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, token, err := store.Read(sctx, lockKey)
+	switch {
+	case errors.Is(err, fence.ErrNotFound):
+		return 0
+	case err != nil:
+		res.Notes = append(res.Notes, "could not read the store's final value: "+err.Error())
+		return 0
+	}
+	return token
+}
+
+// lockLeft reports whether the lock is still held (a stuck lock) once
+// every worker has ended.
+func (r *runner) lockLeft(ctx context.Context, ns string, keys demoKeys, bed testBed) bool {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if r.store != nil {
+		f, err := r.store.Fence(lctx, ns, lockKey)
+		return err == nil && f != 0
+	}
+	lockRDB := redis.UniversalClient(r.rdb)
+	if bed != nil {
+		lockRDB = bed.client()
+		defer lockRDB.Close()
+	}
+	n, err := lockRDB.Exists(lctx, keys.lock).Result()
+	return err == nil && n > 0
 }
 
 // awaitReady waits until every worker has said it is ready, and returns

@@ -33,14 +33,17 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 	}
 	c.Kill(leader)
 	var newLeader int
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		if newLeader, err = c.Leader(ctx); err == nil {
 			break
 		}
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			t.Fatalf("no new leader after killing member %d: %v", leader, err)
+		case <-tick.C:
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if newLeader == leader {
 		t.Fatalf("the killed member %d is still the leader", leader)

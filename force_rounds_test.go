@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/memorybackend"
+	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
 // reenteringInspector is the memory backend whose every inspection is

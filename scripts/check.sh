@@ -18,7 +18,7 @@
 # tree and need none (the lines come with the first tagged release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(. cmd etcdbackend fencelockprom fence/fencepgx bench/peers scripts/modproxy)
+modules=(. cmd etcdbackend fencelockprom fence/fencepgx examples bench/peers scripts/modproxy)
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 write=false
 if [ "${1:-}" = "-w" ]; then

@@ -1,8 +1,8 @@
 // Package exitcode is the exit status convention shared by fencelock's
 // commands (fencelock, etcddemo), and the one-line form of the error a
 // command prints before it exits. The example programs (examples/) keep the
-// same convention in a copy of their own: they are in the library's module,
-// which cannot import this one's internal packages.
+// same convention in a copy: they are another module, which does not
+// import this one's internal packages.
 //
 // The convention is diff's and grep's: 1 says the command ran and found
 // something wrong, 2 says it could not do its job at all; 3 narrows 2 down

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/internal/redisserver"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
@@ -665,7 +666,7 @@ func TestClusterFairGrant(t *testing.T) {
 		}
 		// Unless the machine stalled the test or the waiter until its next
 		// place renewal, it took the grant without an attempt.
-		if n := attempts.Load() - counted; n != 0 && sinceRenewal < fencelock.FairPlaceLease/6 {
+		if n := attempts.Load() - counted; n != 0 && sinceRenewal < driver.PlaceLease/6 {
 			t.Errorf("%s (node %s): the waiter made %d attempts after the release, want 0 (granted)", key, keyNode[key], n)
 		}
 		if err := r.lk.Release(ctx); err != nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/driver/drivertest"
-	"github.com/fencelock/fencelock/internal/adapt"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
@@ -21,7 +20,7 @@ func TestDriver(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			b := redisbackend.New(rdb)
 			t.Cleanup(func() { b.Close(); rdb.Close() })
-			return adapt.Store(b)
+			return b
 		})
 	})
 	t.Run("replica-ack", func(t *testing.T) {
@@ -29,7 +28,7 @@ func TestDriver(t *testing.T) {
 		drivertest.Run(t, func(t *testing.T) driver.Store {
 			b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
 			t.Cleanup(func() { b.Close() })
-			return adapt.Store(b)
+			return b
 		})
 	})
 }

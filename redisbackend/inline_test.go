@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/internal/faultproxy"
 	"github.com/fencelock/fencelock/internal/servertest"
@@ -99,7 +100,7 @@ func TestInlineRequestsEndAtDeadline(t *testing.T) {
 	if err := rdb.Ping(bg).Err(); err != nil {
 		t.Fatal(err)
 	}
-	req := fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: "inline", Key: "k", Token: "t1"}, Owner: "t1", TTL: 10 * time.Second}
+	req := driver.Request{Ref: driver.Ref{Namespace: "inline", Key: "k", Token: "t1"}, Owner: "t1", TTL: 10 * time.Second}
 
 	resume := proxy.StallReplies()
 	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // On a single node a renewal batch is one script run, whatever its size (a
@@ -17,24 +17,24 @@ func TestRenewBatchOneScript(t *testing.T) {
 	b, rdb := newBackend(t)
 	ctx := context.Background()
 	const ttl = time.Minute
-	ref := func(key, token string) fencelock.LockRef {
-		return fencelock.LockRef{Namespace: "rn", Key: key, Token: token}
+	ref := func(key, token string) driver.Ref {
+		return driver.Ref{Namespace: "rn", Key: key, Token: token}
 	}
 	const n = 40
-	var reqs []fencelock.RenewRequest
+	var reqs []driver.RenewRequest
 	for i := range n {
 		r := ref("held-"+string(rune('A'+i)), "tok")
-		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: r, Owner: "tok", TTL: 5 * time.Second}); err != nil || !res.Acquired {
+		if res, err := b.Acquire(ctx, driver.Request{Ref: r, Owner: "tok", TTL: 5 * time.Second}); err != nil || !res.Acquired {
 			t.Fatalf("Acquire: %+v %v", res, err)
 		}
-		reqs = append(reqs, fencelock.RenewRequest{Ref: r, TTL: ttl})
+		reqs = append(reqs, driver.RenewRequest{Ref: r, TTL: ttl})
 	}
 	if err := rdb.Set(ctx, "rn:{wrongtype}:lock", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	reqs = append(reqs,
-		fencelock.RenewRequest{Ref: ref("never-held", "tok"), TTL: ttl},
-		fencelock.RenewRequest{Ref: ref("wrongtype", "tok"), TTL: ttl})
+		driver.RenewRequest{Ref: ref("never-held", "tok"), TTL: ttl},
+		driver.RenewRequest{Ref: ref("wrongtype", "tok"), TTL: ttl})
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +77,12 @@ func TestRenewBatchOneScript(t *testing.T) {
 func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
 	b, rdb := newBackend(t)
 	ctx := context.Background()
-	ref := func(key, token string) fencelock.LockRef {
-		return fencelock.LockRef{Namespace: "rx", Key: key, Token: token}
+	ref := func(key, token string) driver.Ref {
+		return driver.Ref{Namespace: "rx", Key: key, Token: token}
 	}
-	take := func(r fencelock.LockRef, ttl time.Duration) {
+	take := func(r driver.Ref, ttl time.Duration) {
 		t.Helper()
-		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: r, Owner: "o", TTL: ttl}); err != nil || !res.Acquired {
+		if res, err := b.Acquire(ctx, driver.Request{Ref: r, Owner: "o", TTL: ttl}); err != nil || !res.Acquired {
 			t.Fatalf("Acquire %v: %+v %v", r, res, err)
 		}
 	}
@@ -90,11 +90,11 @@ func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
 	other := ref("other", "x")
 	take(other, time.Hour)
 	for _, batch := range []bool{true, false} {
-		renew := func(r fencelock.LockRef, ttl time.Duration) {
+		renew := func(r driver.Ref, ttl time.Duration) {
 			t.Helper()
-			reqs := []fencelock.RenewRequest{{Ref: r, TTL: ttl}}
+			reqs := []driver.RenewRequest{{Ref: r, TTL: ttl}}
 			if batch {
-				reqs = append(reqs, fencelock.RenewRequest{Ref: other, TTL: time.Hour})
+				reqs = append(reqs, driver.RenewRequest{Ref: other, TTL: time.Hour})
 			}
 			res, err := b.Renew(ctx, reqs)
 			if err != nil || !res[0].Held {

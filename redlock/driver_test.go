@@ -6,7 +6,6 @@ import (
 
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/driver/drivertest"
-	"github.com/fencelock/fencelock/internal/adapt"
 	"github.com/fencelock/fencelock/redlock"
 )
 
@@ -17,6 +16,6 @@ func TestDriver(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) driver.Store {
 		b := newRedlock(t, clients, redlock.WithNodeTimeout(5*time.Second))
 		t.Cleanup(func() { b.Close() })
-		return adapt.Store(b)
+		return b
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/driver/drivertest"
 	"github.com/fencelock/fencelock/etcdbackend"
-	"github.com/fencelock/fencelock/internal/adapt"
 )
 
 // The driver contract against a real 3-member cluster, for every kind of
@@ -16,6 +15,6 @@ func TestDriver(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) driver.Store {
 		b := etcdbackend.New(cli)
 		t.Cleanup(func() { b.Close() })
-		return adapt.Store(b)
+		return b
 	})
 }

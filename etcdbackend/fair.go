@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,8 +20,6 @@ import (
 // place when its lease ends. Each waiter watches only the key just before
 // its own (WatchTurn), so a release wakes the next waiter and no other.
 
-var _ fencelock.FairBackend = (*Backend)(nil)
-
 // place is what a Backend remembers of a waiter's key in a line.
 type place struct {
 	lease clientv3.LeaseID
@@ -33,21 +31,21 @@ func (k keys) line() string                { return k.prefix + "q/" }
 func (k keys) lineEnd() string             { return clientv3.GetPrefixRangeEnd(k.line()) }
 func (k keys) lineKey(token string) string { return k.line() + token }
 
-// AcquireFair implements fencelock.FairBackend. The free lock is taken when
+// acquireFair is AcquireInLine without grants. The free lock is taken when
 // the line is empty or req.Token's key is first in it; otherwise the token
 // joins the line, or keeps its place (its lease is renewed), for place. It
 // costs what Acquire does, with the place's lease renewed (or granted)
 // alongside the hold's.
-func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeFor time.Duration) (_ fencelock.AcquireResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) acquireFair(ctx context.Context, req driver.Request, placeFor time.Duration) (_ driver.Result, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Owner == "" {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	if placeFor < 0 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: placeFor, Reason: "must not be negative"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "place", Value: placeFor, Reason: "must not be negative"}
 	}
 	k := keysOf(req.Namespace, req.Key)
 	me := k.lineKey(req.Token)
@@ -75,11 +73,11 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 	}
 	wg.Wait()
 	if leaseErr != nil {
-		return fencelock.AcquireResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, leaseErr)
+		return driver.Result{}, fmt.Errorf("%w: granting a lease of %ds: %w", driver.ErrNotSent, secs, leaseErr)
 	}
 	if placeFor > 0 && placeLease == 0 {
 		b.revokeLater(lease.ID)
-		return fencelock.AcquireResult{}, fmt.Errorf("%w: no lease for the place in line", fencelock.ErrNotSent)
+		return driver.Result{}, fmt.Errorf("%w: no lease for the place in line", driver.ErrNotSent)
 	}
 
 	hold := k.hold(req.Token)
@@ -127,7 +125,7 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		Commit()
 	if err != nil {
 		b.revokeLater(lease.ID)
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	// unusedPlace gives back a place lease that no key of the line uses.
 	unusedPlace := func(used clientv3.LeaseID) {
@@ -135,10 +133,10 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 			b.revokeLater(placeLease)
 		}
 	}
-	taken := func(r *pb.TxnResponse) (fencelock.AcquireResult, error) {
+	taken := func(r *pb.TxnResponse) (driver.Result, error) {
 		fence, err := fenceOf(r.Responses[2].GetResponseRange())
 		if err != nil {
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 		b.remember(hold, holdLease{id: lease.ID, asked: secs})
 		b.forgetPlace(me)
@@ -146,11 +144,11 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		if inLine && known.lease != placeLease {
 			b.revokeLater(known.lease)
 		}
-		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
+		return driver.Result{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
 	}
 	// waiting reads the line after a refusal: remembers this token's
 	// place and works out HolderTTL.
-	waiting := func(ops []*pb.ResponseOp) fencelock.AcquireResult {
+	waiting := func(ops []*pb.ResponseOp) driver.Result {
 		b.revokeLater(lease.ID)
 		n := len(ops)
 		mine, head, holds := ops[n-3].GetResponseRange().Kvs, ops[n-2].GetResponseRange().Kvs, ops[n-1].GetResponseRange().Kvs
@@ -161,15 +159,15 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 			unusedPlace(0)
 		}
 		if len(holds) > 0 {
-			return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holds)}
+			return driver.Result{HolderTTL: b.holderTTL(ctx, holds)}
 		}
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, head)} // free: the first waiter's place
+		return driver.Result{HolderTTL: b.holderTTL(ctx, head)} // free: the first waiter's place
 	}
 	if !resp.Succeeded {
 		b.revokeLater(lease.ID)
 		unusedPlace(0)
 		b.forgetPlace(me)
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, resp.Responses[1].GetResponseRange().Kvs)}, nil
+		return driver.Result{HolderTTL: b.holderTTL(ctx, resp.Responses[1].GetResponseRange().Kvs)}, nil
 	}
 	state := resp.Responses[0].GetResponseTxn()
 	turn := state.Responses[0].GetResponseTxn()
@@ -193,24 +191,24 @@ func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		unusedPlace(0)
 		fence, err := fenceOf(turn.Responses[1].GetResponseRange())
 		if err != nil {
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 		b.remember(hold, holdLease{id: lease.ID, asked: secs})
 		holds := int(turn.Responses[2].GetResponseRange().Count)
-		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}, nil
+		return driver.Result{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}, nil
 	}
 	return waiting(turn.Responses), nil
 }
 
-// WatchTurn implements fencelock.FairBackend: it watches the key just
+// watchTurn is Watch of a waiter in a line (a Token): it watches the key just
 // before token's in the line, and, once token is first, the lock's holds.
 // C receives a value when the lock is free and token is first in line, and
 // when a watch ended (a value may have been missed); not when the lock goes
 // to another waiter. A token not (or no longer) in line is told when a
-// hold is released, as by WatchReleases.
-func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (*fencelock.Watch, error) {
+// hold is released, as by watchReleases.
+func (b *Backend) watchTurn(ctx context.Context, namespace, key, token string) (*driver.Watch, error) {
 	if key == "" || token == "" {
-		return nil, &fencelock.InvalidArgumentError{Name: "key and token", Value: key + "/" + token, Reason: "must not be empty"}
+		return nil, &driver.InvalidArgumentError{Name: "key and token", Value: key + "/" + token, Reason: "must not be empty"}
 	}
 	k := keysOf(namespace, key)
 	c := make(chan struct{}, 1)
@@ -243,7 +241,7 @@ func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (
 	case <-time.After(watchReady):
 	}
 	var stopOnce sync.Once
-	return fencelock.NewWatch(c, func() {
+	return driver.NewWatch(c, func() {
 		stopOnce.Do(func() {
 			cancel()
 			<-done

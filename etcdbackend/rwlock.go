@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Read-write locks (fencelock.RWLockBackend), under their own prefix
+// Read-write locks (driver.KindRead and KindWrite), under their own prefix
 // R = P "rw/" (apart from the lock and the semaphore of the same name):
 //
 //	R "h/" token   a hold on a lease of its own; value "w" or "r" (writer or
@@ -29,8 +29,6 @@ import (
 // backend's script does, and writes on condition that no key of R was put
 // since the read (deletions, by releases or lapsed leases, only ever let
 // more callers in); a write that loses that race reads again.
-
-var _ fencelock.RWLockBackend = (*Backend)(nil)
 
 // rwKeys are the keys of a read-write lock, and its places.
 type rwKeys struct {
@@ -117,29 +115,30 @@ func (b *Backend) readRW(ctx context.Context, k rwKeys, token string) (*rwState,
 	return s, nil
 }
 
-// AcquireRW implements fencelock.RWLockBackend: a writer gets the lock when
+// acquireRW is Acquire of a KindRead or KindWrite: a writer gets the lock when
 // no hold and no admitted reader is live; a reader when it is admitted, or
 // when no writer holds the lock and no writer's intent is live. A refused
 // caller registers (or keeps, its lease renewed) its place for req.Place.
 // A fresh hold costs a lease grant, a read and a conditional write.
-func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fencelock.AcquireResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) acquireRW(ctx context.Context, req driver.Request) (_ driver.Result, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Place < 0 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
 	}
+	write := req.Kind == driver.KindWrite
 	k := rwKeysOf(req.Namespace, req.Key)
 	me := k.hold(req.Token)
 	myPlace := k.places + req.Token
-	if req.Write {
+	if write {
 		myPlace = k.intents + req.Token
 	}
 	secs := leaseSeconds(req.TTL)
 	lease, placeLease, err := b.leasesFor(ctx, secs, myPlace, req.Place)
 	if err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	unused := func(keep clientv3.LeaseID) {
 		if placeLease != 0 && placeLease != keep {
@@ -151,7 +150,7 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 		if err != nil {
 			b.revokeLater(lease.ID)
 			unused(0)
-			return fencelock.AcquireResult{}, fmt.Errorf("%w: reading the read-write lock: %w", fencelock.ErrNotSent, err)
+			return driver.Result{}, fmt.Errorf("%w: reading the read-write lock: %w", driver.ErrNotSent, err)
 		}
 		// Every write is on condition that nothing was put since the read.
 		unchanged := clientv3.Compare(clientv3.ModRevision(k.prefix), "<", s.rev+1).WithRange(k.end())
@@ -163,12 +162,12 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 			if _, err := b.cli.Txn(ctx).Then(leave...).Commit(); err != nil {
 				b.revokeLater(lease.ID)
 				unused(0)
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			b.revokeLater(lease.ID)
 			unused(0)
 			b.forgetPlace(myPlace)
-			return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, s.holds)}, nil
+			return driver.Result{HolderTTL: b.holderTTL(ctx, s.holds)}, nil
 		}
 
 		if s.mine != nil { // a retry: the same hold, on the new lease
@@ -179,7 +178,7 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 			if err != nil {
 				b.revokeLater(lease.ID)
 				unused(0)
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			if !resp.Succeeded {
 				continue
@@ -190,17 +189,17 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 			unused(0)
 			base, err := parseBase(s.mine.Value[1:])
 			if err != nil {
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			b.remember(me, holdLease{id: lease.ID, asked: secs})
-			return fencelock.AcquireResult{Acquired: true, Fence: base + s.mine.CreateRevision, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
+			return driver.Result{Acquired: true, Fence: base + s.mine.CreateRevision, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
 		}
 
 		var grant bool
 		var wait []*mvccpb.KeyValue // whose leases bound the wait when refused
 		var waitEarliest bool
 		conds := []clientv3.Cmp{unchanged}
-		if req.Write {
+		if write {
 			grant = len(s.holds) == 0 && len(s.admitted) == 0
 			wait = append(append(wait, s.holds...), s.admitted...)
 		} else {
@@ -227,7 +226,7 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 				ops = append(ops, clientv3.OpPut(k.last, padBase(base)))
 			}
 			kind := "r"
-			if req.Write {
+			if write {
 				kind = "w"
 			}
 			ops = append(ops, clientv3.OpPut(me, kind+padBase(base), clientv3.WithLease(lease.ID)))
@@ -236,7 +235,7 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 			if err != nil {
 				b.revokeLater(lease.ID)
 				unused(0)
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			if !resp.Succeeded {
 				continue
@@ -249,13 +248,13 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 				}
 			}
 			b.remember(me, holdLease{id: lease.ID, asked: secs})
-			return fencelock.AcquireResult{Acquired: true, Fence: base + resp.Header.Revision, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
+			return driver.Result{Acquired: true, Fence: base + resp.Header.Revision, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
 		}
 
 		// Refused: register the place (if asked and not there yet).
 		b.revokeLater(lease.ID)
 		held := s.intent
-		if !req.Write {
+		if !write {
 			held = s.place
 		}
 		if placeLease != 0 && held == nil {
@@ -265,7 +264,7 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 				Commit()
 			if err != nil {
 				unused(0)
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			if resp.Succeeded {
 				b.rememberPlace(myPlace, place{lease: placeLease, rev: resp.Header.Revision})
@@ -281,13 +280,13 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 			unused(0)
 		}
 		if waitEarliest {
-			return fencelock.AcquireResult{HolderTTL: b.earliestTTL(ctx, wait)}, nil
+			return driver.Result{HolderTTL: b.earliestTTL(ctx, wait)}, nil
 		}
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, wait)}, nil
+		return driver.Result{HolderTTL: b.holderTTL(ctx, wait)}, nil
 	}
 	b.revokeLater(lease.ID)
 	unused(0)
-	return fencelock.AcquireResult{}, nil // overtaken every time: try again later
+	return driver.Result{}, nil // overtaken every time: try again later
 }
 
 // leasesFor grants the hold's lease of secs and, for a caller that keeps a
@@ -318,22 +317,22 @@ func (b *Backend) leasesFor(ctx context.Context, secs int64, placeKey string, pl
 		if placeLease != 0 && placeLease != known.lease {
 			b.revokeLater(placeLease)
 		}
-		return nil, 0, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, leaseErr)
+		return nil, 0, fmt.Errorf("%w: granting a lease of %ds: %w", driver.ErrNotSent, secs, leaseErr)
 	}
 	if placeFor > 0 && placeLease == 0 {
 		b.revokeLater(lease.ID)
-		return nil, 0, fmt.Errorf("%w: no lease for the place", fencelock.ErrNotSent)
+		return nil, 0, fmt.Errorf("%w: no lease for the place", driver.ErrNotSent)
 	}
 	return lease, placeLease, nil
 }
 
-// ReleaseRW implements fencelock.RWLockBackend: it gives up the token's
+// releaseRW is Release of a KindRead or KindWrite: it gives up the token's
 // hold and withdraws its intent or place; the writer's release admits the
 // readers then waiting. Remaining is 0.
-func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) releaseRW(ctx context.Context, req driver.ReleaseRequest) (_ driver.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	k := rwKeysOf(req.Namespace, req.Key)
 	hold := k.hold(req.Token)
@@ -342,7 +341,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 		secs := leaseSeconds(req.Tombstone)
 		lease, err := b.cli.Grant(ctx, secs)
 		if err != nil {
-			return fencelock.ReleaseResult{}, fmt.Errorf("%w: granting the tombstone's lease of %ds: %w", fencelock.ErrNotSent, secs, err)
+			return driver.ReleaseResult{}, fmt.Errorf("%w: granting the tombstone's lease of %ds: %w", driver.ErrNotSent, secs, err)
 		}
 		tomb = append(tomb, clientv3.OpPut(k.tombstone(req.Token), "", clientv3.WithLease(lease.ID)))
 	}
@@ -358,7 +357,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 		Else(leave...).
 		Commit()
 	if err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	b.forget(hold)
 	for _, p := range []string{k.intents + req.Token, k.places + req.Token} {
@@ -368,36 +367,30 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 		}
 	}
 	if !resp.Succeeded {
-		return fencelock.ReleaseResult{}, nil
+		return driver.ReleaseResult{}, nil
 	}
 	if prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 && prev[0].Lease != 0 {
 		b.revokeLater(clientv3.LeaseID(prev[0].Lease))
 	}
-	return fencelock.ReleaseResult{Held: true}, nil
+	return driver.ReleaseResult{Held: true}, nil
 }
 
-// RenewRW implements fencelock.RWLockBackend, as Renew does for the lock.
-func (b *Backend) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
-	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	return b.renew(ctx, reqs, rwKeysFor)
-}
-
-// RWTTL implements fencelock.RWLockBackend, as TTL does for the lock.
-func (b *Backend) RWTTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+// rwTTL is TTL of a KindRead or KindWrite, as lockTTL is of a lock.
+func (b *Backend) rwTTL(ctx context.Context, ref driver.Ref) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
 	return b.ttl(ctx, rwKeysOf(ref.Namespace, ref.Key).hold(ref.Token))
 }
 
-// WatchRW implements fencelock.RWLockBackend: it delivers, coalesced, every
+// watchRW is Watch of a KindRead or KindWrite: it delivers, coalesced, every
 // deletion of a hold, an intent or a place (releases, withdrawals, lapsed
 // leases) and every writer's release (which admits the waiting readers).
 // That is more often than a waiter can get in, which the contract allows.
-func (b *Backend) WatchRW(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+func (b *Backend) watchRW(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	if key == "" {
-		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+		return nil, &driver.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
 	k := rwKeysOf(namespace, key)
 	return b.watchRange(ctx, k.prefix, k.end(), func(ev *clientv3.Event) bool {

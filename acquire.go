@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // TryAcquire makes one attempt to take the lock named key, with a lease of
@@ -80,22 +82,22 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 
 // newRequest checks that the Client is open and makes the acquire request,
 // with a new token and the owner from ctx.
-func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration) (AcquireRequest, error) {
+func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration) (driver.Request, error) {
 	if c.closed() {
-		return AcquireRequest{}, lockError("acquire", key, ErrClosed)
+		return driver.Request{}, lockError("acquire", key, ErrClosed)
 	}
 	token, err := c.nextToken()
 	if err != nil {
-		return AcquireRequest{}, lockError("acquire", key, err)
+		return driver.Request{}, lockError("acquire", key, err)
 	}
 	owner := token
 	if o, ok := OwnerFromContext(ctx); ok {
 		if o == "" {
-			return AcquireRequest{}, invalid("owner", o, "WithOwner needs a non-empty owner")
+			return driver.Request{}, invalid("owner", o, "WithOwner needs a non-empty owner")
 		}
 		owner = o
 	}
-	return AcquireRequest{Ref: c.ref(key, token), Owner: owner, TTL: ttl, Identity: c.cfg.identity}, nil
+	return driver.Request{Ref: c.ref(key, token), Owner: owner, TTL: ttl, Identity: c.cfg.identity}, nil
 }
 
 // noteFence raises the Client's fence floor to fence.
@@ -115,13 +117,13 @@ func (c *Client) noteFence(fence int64) {
 // errReplyTooLate. tombstone marks a Lock whose acquisition may have a late
 // copy on the way (an earlier attempt's reply was lost).
 //
-// seq numbers the attempts of one waiter (for FairGranter).
-func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireConfig, tombstone bool, seq int64) (*Lock, AcquireResult, error) {
+// seq numbers the attempts of one waiter (for grants: driver.Turn).
+func (c *Client) attempt(ctx context.Context, req driver.Request, cfg acquireConfig, tombstone bool, seq int64) (*Lock, driver.Result, error) {
 	req.FenceFloor = c.maxFence.Load()
 	sent := now()
 	deadline := c.leaseEnd(sent, req.TTL)
 	actx, cancel := boundBy(ctx, deadline, errReplyTooLate)
-	var res AcquireResult
+	var res driver.Result
 	var err error
 	switch {
 	case cfg.fair:
@@ -130,7 +132,7 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 		res, err = c.acquireTick(actx, req, cfg.tick)
 	default:
 		if cfg.keepAlive > 0 && !(cfg.waitSet && cfg.wait == 0) {
-			req.Place = RWPlaceLease // a waiter's intent or place lives while it attempts
+			req.Place = driver.PlaceLease // a waiter's intent or place lives while it attempts
 		}
 		res, err = c.store.Acquire(actx, req)
 	}
@@ -144,14 +146,14 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 	}
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errReplyTooLate):
-		return nil, AcquireResult{}, tooLate()
+		return nil, driver.Result{}, tooLate()
 	case err != nil:
 		return nil, res, err
 	case !res.Acquired:
 		return nil, res, nil
 	case !time.Now().Before(c.grantedEnd(sent, req.TTL, res.Validity)):
 		// Granted, but the reply came too late to use the lease.
-		return nil, AcquireResult{}, tooLate()
+		return nil, driver.Result{}, tooLate()
 	}
 	lk, err := c.hold(req, cfg, res, sent, tombstone)
 	return lk, res, err
@@ -159,7 +161,7 @@ func (c *Client) attempt(ctx context.Context, req AcquireRequest, cfg acquireCon
 
 // hold makes the Lock for an acquisition with result res, whose lease the
 // store counts from no earlier than sent, and hands it to the lease keeper.
-func (c *Client) hold(req AcquireRequest, cfg acquireConfig, res AcquireResult, sent time.Time, tombstone bool) (*Lock, error) {
+func (c *Client) hold(req driver.Request, cfg acquireConfig, res driver.Result, sent time.Time, tombstone bool) (*Lock, error) {
 	if res.Fence <= 0 {
 		return nil, fmt.Errorf("backend returned fence %d, not positive", res.Fence)
 	}

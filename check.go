@@ -11,7 +11,7 @@ import (
 // cannot work: an invalid option (WithSafetyMargin, WithIdentity), a namespace the
 // backend cannot use (the Redis backend refuses braces, which would break
 // Cluster hash tags), or a backend that cannot be reached or cannot run
-// what it needs (Checker). Invalid options give an error matching
+// what it needs (driver.Store.Check). Invalid options give an error matching
 // ErrInvalidArgument, a store that cannot be reached one matching
 // ErrUnavailable, and a store that refuses the client's credentials or
 // its user's permissions (a wrong password, an ACL without the commands,

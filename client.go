@@ -11,22 +11,18 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/internal/adapt"
 )
 
-// Client acquires locks through a Backend (a driver.Store, or a Backend and
-// its capability interfaces, which the Client maps onto one). It is safe for concurrent use;
-// make one per process (or per backend) and share it. Close it when done: it
+// Client acquires locks in a store (a driver.Store: redisbackend.New(rdb),
+// an etcd or Redlock backend). It is safe for concurrent use; make one per
+// process (or per store) and share it. Close it when done: it
 // ends waits, releases the locks it still holds and stops its goroutines.
 type Client struct {
-	backend  Backend          // as given to New: closed by Close, named in errors
-	store    driver.Store     // every request goes to it
-	notify   driver.Notifier  // nil when the store has no notifications
-	lines    driver.Lines     // nil when it keeps no line of waiters and hands nothing over
-	holdsOf  driver.Inspector // nil when it cannot report a name's holds
-	ticker   driver.Ticker    // nil when it keeps no record of job ticks (RunJob then refuses)
-	inLine   bool             // lines keeps a line of waiters (WithFairness)
-	handsOff bool             // lines' HandOff may hand a lock over
+	store   driver.Store     // every request goes to it; closed by Close, named in errors
+	notify  driver.Notifier  // nil when the store has no notifications
+	lines   driver.Lines     // nil when it keeps no line of waiters and hands nothing over
+	holdsOf driver.Inspector // nil when it cannot report a name's holds
+	ticker  driver.Ticker    // nil when it keeps no record of job ticks (RunJob then refuses)
 	// noHandOff is set when the store answered a hand-off with
 	// ErrUnsupported: later releases of this Client offer it nothing.
 	noHandOff atomic.Bool
@@ -45,7 +41,7 @@ type Client struct {
 	queues   waitQueues   // goroutines waiting for the same key, in order
 
 	// maxFence is the largest fence any acquisition of this Client got; it
-	// is the FenceFloor of every acquire request (see AcquireRequest).
+	// is the FenceFloor of every acquire request (see driver.Request).
 	maxFence atomic.Int64
 
 	ops       opCounter // calls in progress that use the backend; Close waits for them
@@ -53,20 +49,22 @@ type Client struct {
 	closeErr  error
 }
 
-// New returns a Client that keeps its locks in b. The Client takes ownership
-// of b: Close closes it if it implements io.Closer. (The Redis connection b
-// uses stays the caller's.)
-func New(b Backend, opts ...Option) *Client {
+// New returns a Client that keeps its locks in s. The Client takes ownership
+// of s: Close closes it if it implements io.Closer. (The Redis connection s
+// uses stays the caller's.) The capabilities s has beside driver.Store
+// (Notifier, Lines, Inspector, Ticker) are found here, once.
+func New(s driver.Store, opts ...Option) *Client {
 	cfg := defaultClientConfig()
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&cfg)
 		}
 	}
-	caps := adapt.Of(b)
-	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks),
-		store: caps.Store, notify: caps.Notifier, lines: caps.Lines, holdsOf: caps.Inspector,
-		ticker: caps.Ticker, inLine: caps.InLine, handsOff: caps.HandsOff}
+	c := &Client{store: s, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks)}
+	c.notify, _ = s.(driver.Notifier)
+	c.lines, _ = s.(driver.Lines)
+	c.holdsOf, _ = s.(driver.Inspector)
+	c.ticker, _ = s.(driver.Ticker)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.init()
 	c.leases = newLeaseKeeper(c)
@@ -129,7 +127,7 @@ func (c *Client) Close() error {
 			errs = append(errs, err)
 		}
 		c.leases.stop()
-		if closer, ok := c.backend.(io.Closer); ok {
+		if closer, ok := c.store.(io.Closer); ok {
 			if err := closer.Close(); err != nil {
 				errs = append(errs, err)
 			}
@@ -187,8 +185,8 @@ func (o *opCounter) wait() {
 func (c *Client) closed() bool { return c.closeCtx.Err() != nil }
 
 // ref names the hold of key by token in the Client's namespace.
-func (c *Client) ref(key, token string) LockRef {
-	return LockRef{Namespace: c.cfg.namespace, Key: key, Token: token}
+func (c *Client) ref(key, token string) driver.Ref {
+	return driver.Ref{Namespace: c.cfg.namespace, Key: key, Token: token}
 }
 
 // detached returns a context for cleanup work that must happen even though

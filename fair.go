@@ -19,48 +19,44 @@ import (
 // waiting yet may take a free lock first: no order across processes is
 // promised.
 //
-// The line is kept on the server, each place with a lease of FairPlaceLease
-// that the waiter renews while it waits: a waiter that crashes or is paused
+// The line is kept on the server, each place with a lease of 2 seconds
+// (driver.PlaceLease) that the waiter renews while it waits: a waiter that crashes or is paused
 // for longer loses its place, and holds the others up for that long at
 // most. A waiter that gives up leaves the line at once.
 //
 // Use it for every acquire of a key: a plain acquire ignores the line, so
 // it may take the lock while fair waiters wait for it. With TryAcquire (or
 // WithWait(0)) the call does not join the line, and takes the lock only
-// when no one is waiting in it. The backend must implement FairBackend
-// (the Redis backend does); otherwise the call fails with ErrUnsupported.
+// when no one is waiting in it. The store must keep lines of waiters
+// (driver.Lines); otherwise the call fails with ErrUnsupported.
 func WithFairness() AcquireOption {
 	return func(c *acquireConfig) { c.fair = true }
 }
 
-// FairPlaceLease is the lease of a fair waiter's place in the line
-// (WithFairness). The waiter renews it every third of that while it waits.
-const FairPlaceLease = driver.PlaceLease
-
 // fairRenewPlace is how often a fair waiter renews its place in line.
-const fairRenewPlace = FairPlaceLease / 3
+const fairRenewPlace = driver.PlaceLease / 3
 
 // fairAttempt makes one attempt for a fair waiter: it joins the line or
 // renews its place, unless the call makes a single attempt. seq numbers
 // the waiter's attempts; a waiter in line accepts grants (fairGrantLease),
 // which a store without them ignores.
-func (c *Client) fairAttempt(ctx context.Context, req AcquireRequest, single bool, seq int64) (AcquireResult, error) {
+func (c *Client) fairAttempt(ctx context.Context, req driver.Request, single bool, seq int64) (driver.Result, error) {
 	if single {
 		return c.lines.AcquireInLine(ctx, req, driver.Turn{})
 	}
-	return c.lines.AcquireInLine(ctx, req, driver.Turn{Place: FairPlaceLease, Grant: fairGrantLease(req.TTL), Seq: seq})
+	return c.lines.AcquireInLine(ctx, req, driver.Turn{Place: driver.PlaceLease, Grant: fairGrantLease(req.TTL), Seq: seq})
 }
 
 // fairGrantLease is the lease a release grants a fair waiter with ttl: no
-// longer than a place in line lasts (see FairGranter).
+// longer than a place in line lasts (see driver.Lines).
 func fairGrantLease(ttl time.Duration) time.Duration {
-	return min(ttl, FairPlaceLease)
+	return min(ttl, driver.PlaceLease)
 }
 
 // checkFair refuses WithFairness on a backend without a line of waiters.
 func (c *Client) checkFair(cfg acquireConfig) error {
-	if cfg.fair && !c.inLine {
-		return fmt.Errorf("%w: WithFairness needs a backend that keeps a line of waiters (fencelock.FairBackend); %T does not", ErrUnsupported, c.backend)
+	if cfg.fair && c.lines == nil {
+		return fmt.Errorf("%w: WithFairness needs a store that keeps a line of waiters (driver.Lines); %T does not", ErrUnsupported, c.store)
 	}
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // handedLock is a lock a release by this Client handed to one of its
-// waiters (HandOffBackend).
+// waiters (driver.Lines.HandOff).
 type handedLock struct {
-	res AcquireResult
+	res driver.Result
 	// sent is when the release request was sent: the store began the
 	// waiter's lease after that, so the waiter's local deadline counts
 	// from it.
@@ -20,7 +22,7 @@ type handedLock struct {
 // if it frees it, to the waiter at place p (see waitQueues.offer), and
 // settles the offer: the waiter gets the lock, or learns that its token may
 // hold it (an error: the request may have been applied), or nothing.
-func (c *Client) releaseHandingOff(ctx context.Context, req ReleaseRequest, p *place) (ReleaseResult, error) {
+func (c *Client) releaseHandingOff(ctx context.Context, req driver.ReleaseRequest, p *place) (driver.ReleaseResult, error) {
 	next := p.req
 	next.FenceFloor = c.maxFence.Load()
 	sent := now()

@@ -57,7 +57,7 @@ const JobLockPrefix = "job:"
 // scheduled for (or time.Now() when it fires, if the job has a Period).
 //
 // Why at most one run per tick: the job's lock keeps a record of the last
-// tick claimed (JobTickBackend), and a run's acquisition of the lock claims
+// tick claimed (driver.Ticker), and a run's acquisition of the lock claims
 // its tick in the same atomic step. An attempt for a tick that the record
 // names, or for an earlier tick, takes nothing and returns: that tick ran,
 // is running, or began and failed, or its process died. A started run
@@ -96,9 +96,10 @@ const JobLockPrefix = "job:"
 // was over; ErrUnavailable when the backend could not be reached; and
 // ctx's error when ctx ended the attempt (as for Acquire: with
 // ErrNotAcquired only if an earlier run was seen holding the job). Invalid
-// fields of job give an error matching ErrInvalidArgument, and a backend
-// that does not implement JobTickBackend one matching ErrUnsupported: the
-// lock alone cannot keep the promise of one run per tick.
+// fields of job give an error matching ErrInvalidArgument, and a store
+// without a record of the last tick claimed (driver.Ticker) one matching
+// ErrUnsupported: the lock alone cannot keep the promise of one run per
+// tick.
 func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn func(ctx context.Context, run *Lock) error) (ran bool, err error) {
 	if c == nil {
 		return false, errNilClient
@@ -111,7 +112,7 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 	}
 	if c.ticker == nil {
 		return false, lockError("run job", job.Name, fmt.Errorf(
-			"%w: jobs need a backend that implements fencelock.JobTickBackend (a record of the last tick claimed); %T does not", ErrUnsupported, c.backend))
+			"%w: jobs need a store that keeps a record of the last tick claimed (driver.Ticker); %T does not", ErrUnsupported, c.store))
 	}
 	defer c.ops.begin()() // Close waits for fn, as for Do
 	tick := scheduled

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // JobRecordLifeWithoutPeriod is how long, beyond LockAtMost, the record
@@ -35,23 +37,23 @@ const tickLayout = "2006-01-02T15:04:05.000000000Z"
 func tickName(t time.Time) string { return t.UTC().Format(tickLayout) }
 
 // tickClaim is the acquire option of a RunJob attempt: the tick its
-// acquisition claims (TickRequest).
+// acquisition claims (driver.TickRequest).
 type tickClaim struct {
 	tick string
 	life time.Duration
 }
 
-// claimTick makes the acquisition claim tick for life (JobTickBackend).
+// claimTick makes the acquisition claim tick for life (driver.Ticker).
 func claimTick(tick string, life time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.tick = &tickClaim{tick: tick, life: life} }
 }
 
 // acquireTick makes one attempt of a RunJob acquisition. A claimed tick
 // ends the attempts: the error is a *tickClaimedError.
-func (c *Client) acquireTick(ctx context.Context, req AcquireRequest, t *tickClaim) (AcquireResult, error) {
-	res, err := c.ticker.AcquireTick(ctx, TickRequest{Request: req, Tick: t.tick, RecordLife: t.life})
+func (c *Client) acquireTick(ctx context.Context, req driver.Request, t *tickClaim) (driver.Result, error) {
+	res, err := c.ticker.AcquireTick(ctx, driver.TickRequest{Request: req, Tick: t.tick, RecordLife: t.life})
 	if err == nil && res.Claimed && !res.Acquired {
-		return AcquireResult{}, &tickClaimedError{tick: t.tick, last: res.LastTick}
+		return driver.Result{}, &tickClaimedError{tick: t.tick, last: res.LastTick}
 	}
 	return res.Result, err
 }

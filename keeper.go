@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // leaseKeeper watches the leases of every lock a Client holds. It keeps them
@@ -212,7 +214,7 @@ func (k *leaseKeeper) remove(l *Lock) {
 // it to learn of the loss at its next renewal, or its lease deadline).
 // A Lock whose Release has begun is no longer found. ref's Kind is not
 // compared: a token names one hold, of whichever kind.
-func (k *leaseKeeper) find(ref LockRef) *Lock {
+func (k *leaseKeeper) find(ref driver.Ref) *Lock {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if l := k.byToken[ref.Token]; l != nil && l.ref.Namespace == ref.Namespace && l.ref.Key == ref.Key {
@@ -485,7 +487,7 @@ func (k *leaseKeeper) worker() {
 // send makes the backend call of a batch whose timeout is timeout. If it
 // goes unanswered for a quarter of that, the worker counts as stalled
 // meanwhile, and another may start.
-func (k *leaseKeeper) send(ctx context.Context, locks []*Lock, reqs []RenewRequest, timeout time.Duration) ([]RenewResult, error) {
+func (k *leaseKeeper) send(ctx context.Context, locks []*Lock, reqs []driver.RenewRequest, timeout time.Duration) ([]driver.RenewResult, error) {
 	var fired, done bool // guarded by k.mu
 	stall := time.AfterFunc(max(timeout/4, minRenewStall), func() {
 		k.mu.Lock()
@@ -517,7 +519,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 	sent := now()
 	stopping := k.ctx.Err() != nil
 	sending := batch[:0] // in place: batch is the keeper's own
-	reqs := make([]RenewRequest, 0, len(batch))
+	reqs := make([]driver.RenewRequest, 0, len(batch))
 	latest := sent
 	timeout := MaxTTL
 	for _, l := range batch {
@@ -527,7 +529,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 			l.mu.Unlock()
 			continue
 		}
-		reqs = append(reqs, RenewRequest{Ref: l.ref, TTL: l.ttl})
+		reqs = append(reqs, driver.RenewRequest{Ref: l.ref, TTL: l.ttl})
 		latest = latestOf(latest, l.deadline)
 		timeout = min(timeout, renewTimeout(l.autoRenew))
 		l.mu.Unlock()
@@ -544,7 +546,7 @@ func (k *leaseKeeper) renew(batch []*Lock) {
 	}
 	k.noteRenewals(sent, results, err, len(sending))
 	for i, l := range sending {
-		res := RenewResult{Err: err}
+		res := driver.RenewResult{Err: err}
 		if err == nil {
 			res = results[i]
 		}

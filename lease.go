@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // The lease of a held Lock, as this process sees it.
@@ -31,8 +33,8 @@ func (c *Client) localLease(ttl time.Duration) time.Duration {
 }
 
 // grantedEnd is the local deadline of a lease of ttl granted by a request
-// sent at sent, whose backend reported validity (AcquireResult.Validity,
-// RenewResult.Validity; 0: the lease is ttl).
+// sent at sent, whose backend reported validity (driver.Result.Validity,
+// driver.RenewResult.Validity; 0: the lease is ttl).
 func (c *Client) grantedEnd(sent time.Time, ttl, validity time.Duration) time.Time {
 	if validity > 0 {
 		ttl = validity
@@ -82,7 +84,7 @@ func (l *Lock) renewalTurnLocked() <-chan struct{} {
 //     request was certainly not sent: ErrNotSent); the keeper retries soon.
 //   - A refusal of the client's configuration (ErrMisconfigured): the lock
 //     is lost at once; nothing is retried.
-func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
+func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res driver.RenewResult) {
 	c := l.client
 	l.mu.Lock()
 	l.endRenewalTurnLocked()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Lock is one acquisition of a lock, or a hold of another primitive: a
@@ -22,7 +24,7 @@ import (
 // accepted: that check is what makes a late write harmless.
 type Lock struct {
 	client    *Client
-	ref       LockRef // with the hold's Kind: every request for it goes to the store with it
+	ref       driver.Ref // with the hold's Kind: every request for it goes to the store with it
 	fence     int64
 	holds     int
 	autoRenew time.Duration // 0: no automatic renewal
@@ -36,7 +38,7 @@ type Lock struct {
 	tombstone bool
 	kind      Kind // ref.Kind, for Hooks (observer.go)
 	counted   bool // counted in the Client's waitQueues.held (a plain lock); set before it is shared
-	notify    bool // releases set ReleaseRequest.Notify (Campaign); set before it is shared
+	notify    bool // releases set driver.ReleaseRequest.Notify (Campaign); set before it is shared
 
 	// The lease keeper's bookkeeping, guarded by leaseKeeper.mu (keeper.go).
 	slot         int32 // 1 + the lock's place in the keeper's schedule; 0: not in it
@@ -46,7 +48,7 @@ type Lock struct {
 	renewing  bool       // a renewal (the keeper's or Refresh's) is in flight
 	releasing bool       // Release or Close has begun: no renewal starts any more
 	signalled bool       // end has run the whenEnded callbacks and closed Done
-	yielded   bool       // the release woke another process for its turn (ReleaseResult.Yielded): end leaves the Client's next waiter asleep
+	yielded   bool       // the release woke another process for its turn (driver.ReleaseResult.Yielded): end leaves the Client's next waiter asleep
 	ttl       time.Duration
 	unsettled time.Duration // the shortest ttl of a request for this hold whose outcome is unknown; 0: none (lease.go)
 	deadline  time.Time     // local lease deadline (lease.go)
@@ -58,7 +60,7 @@ type Lock struct {
 	nextID    uint64
 }
 
-func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Duration, sent time.Time, tombstone bool) *Lock {
+func newLock(c *Client, req driver.Request, res driver.Result, autoRenew time.Duration, sent time.Time, tombstone bool) *Lock {
 	var unsettled time.Duration
 	if tombstone {
 		// The attempt still on its way would be a retry, setting the
@@ -286,18 +288,18 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	// A reply after the deadline comes too late: the lock will have been
 	// declared lost by then.
 	rctx, cancel := context.WithDeadline(ctx, deadline)
-	var results []RenewResult
+	var results []driver.RenewResult
 	err := rctx.Err()
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrNotSent, err)
 	} else {
-		results, err = l.client.store.Renew(rctx, []RenewRequest{{Ref: l.ref, TTL: ttl}})
+		results, err = l.client.store.Renew(rctx, []driver.RenewRequest{{Ref: l.ref, TTL: ttl}})
 	}
 	cancel()
 	if err == nil && len(results) != 1 {
 		err = fmt.Errorf("backend returned %d results for 1 renewal", len(results))
 	}
-	res := RenewResult{Err: err}
+	res := driver.RenewResult{Err: err}
 	if err == nil {
 		res = results[0]
 	}

@@ -144,17 +144,17 @@ type acquireConfig struct {
 	// registered.
 	keepAlive time.Duration
 	// notify makes the acquisition and every release of the hold wake the
-	// backend's watchers (AcquireRequest.Notify, ReleaseRequest.Notify):
+	// backend's watchers (driver.Request.Notify, driver.ReleaseRequest.Notify):
 	// Campaign's, for Observe.
 	notify bool
-	// tick is the tick a RunJob acquisition claims (JobTickBackend); nil
+	// tick is the tick a RunJob acquisition claims (driver.Ticker); nil
 	// for every other acquisition.
 	tick *tickClaim
 }
 
 // notifyWatchers makes the hold's acquisition wake change watchers, and its
 // releases wake release watchers even when no acquire was refused
-// (AcquireRequest.Notify, ReleaseRequest.Notify).
+// (driver.Request.Notify, driver.ReleaseRequest.Notify).
 func notifyWatchers() AcquireOption {
 	return func(c *acquireConfig) { c.notify = true }
 }
@@ -209,7 +209,7 @@ func WithMaxFailures(n int) AcquireOption {
 // ExponentialBackoff{Min: 10ms, Max: 1s}. A fair waiter (WithFairness) that
 // receives notifications has no use for it: the store tells it alone when
 // its turn comes, so it attempts only to renew its place in line (every
-// third of FairPlaceLease) or when the holder's lease ends; the timer is
+// third of driver.PlaceLease) or when the holder's lease ends; the timer is
 // its fallback without notifications and after failures.
 func WithRetry(strategy RetryStrategy) AcquireOption {
 	return func(c *acquireConfig) { c.retry = strategy }

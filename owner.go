@@ -1,6 +1,8 @@
 package fencelock
 
-import "context"
+import (
+	"context"
+)
 
 type ownerKey struct{}
 

@@ -312,7 +312,7 @@ func (b *Backend) release(ctx context.Context, k keys, req driver.ReleaseRequest
 		tomb = append(tomb, clientv3.OpPut(k.tombstone(req.Token), "", clientv3.WithLease(lease.ID)))
 	}
 	// The token's place in the lock's fair line goes too (a fair waiter
-	// that gave up), which wakes the waiter behind it (WatchTurn).
+	// that gave up), which wakes the waiter behind it (watchTurn).
 	leave := clientv3.OpDelete(k.lineKey(req.Token))
 	then := append([]clientv3.Op{
 		clientv3.OpDelete(hold, clientv3.WithPrevKV()),

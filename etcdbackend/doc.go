@@ -74,7 +74,7 @@
 // line. Each waiter watches only the key just before its own, and, once
 // first, the lock's holds: a release wakes the next waiter and no other
 // (no thundering herd). A waiter that crashes loses its place when its
-// lease ends (2 s, FairPlaceLease).
+// lease ends (2 s, driver.PlaceLease).
 //
 // # Semaphores and read-write locks
 //

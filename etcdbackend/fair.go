@@ -18,7 +18,7 @@ import (
 // in one total order. The free lock goes to the waiter whose key has the
 // smallest create revision; a waiter that crashed or was paused loses its
 // place when its lease ends. Each waiter watches only the key just before
-// its own (WatchTurn), so a release wakes the next waiter and no other.
+// its own (watchTurn), so a release wakes the next waiter and no other.
 
 // place is what a Backend remembers of a waiter's key in a line.
 type place struct {

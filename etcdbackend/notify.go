@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// watchReady bounds how long WatchReleases waits for etcd to confirm a new
+// watchReady bounds how long a Watch waits for etcd to confirm a new
 // watch: a notification is a hint, and the waiter keeps its fallback timer.
 const watchReady = time.Second
 
@@ -34,7 +34,7 @@ func (b *Backend) watchReleases(ctx context.Context, namespace, key string) (*dr
 
 // watchChanges is watchReleases (for a WatchRequest with Changes) whose
 // watch is also woken when a hold is created, by any acquisition (an etcd
-// watch sees every write, so AcquireRequest.Notify is not needed) but not
+// watch sees every write, so Request.Notify is not needed) but not
 // by renewals, which put a hold again without creating it.
 func (b *Backend) watchChanges(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	if key == "" {

@@ -30,7 +30,7 @@ func semKeysOf(namespace, key string) keys {
 	return keys{prefix: p, holds: p + "h/", last: p + "last"}
 }
 
-// permitRaces bounds the read-and-write rounds of one AcquirePermit that
+// permitRaces bounds the read-and-write rounds of one acquirePermit that
 // other acquires keep overtaking.
 const permitRaces = 5
 

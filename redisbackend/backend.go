@@ -258,7 +258,7 @@ func (b *Backend) notifyIfAsked(ctx context.Context, req driver.ReleaseRequest, 
 	b.publishHint(ctx, k.channel, "released")
 }
 
-// notifyAcquired wakes the change watchers of the lock (WatchChanges) when
+// notifyAcquired wakes the change watchers of the lock (WatchRequest.Changes) when
 // req asks for it (driver.Request.Notify) and res took the lock
 // (not a re-entry), with an "acquired" message in a second request
 // (publishHint): rare (an election's new leader), so the acquire script's

@@ -287,7 +287,7 @@ func TestReleasePublishesOnlyWhenWaited(t *testing.T) {
 }
 
 // An acquisition with Notify wakes the lock's change watchers
-// (WatchChanges, for Observe), not its release watchers: a waiter woken by
+// (WatchRequest.Changes, for Observe), not its release watchers: a waiter woken by
 // it would only find the lock taken. The release that frees the lock wakes
 // both.
 func TestAcquireNotifyWakesChangeWatchersOnly(t *testing.T) {
@@ -368,7 +368,7 @@ func (h *publishStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// The notification of an acquisition (AcquireRequest.Notify) is a hint sent
+// The notification of an acquisition (Request.Notify) is a hint sent
 // off the caller's path: a PUBLISH that stalls neither holds the caller nor
 // eats into the lease it was granted (were the Acquire call to wait for
 // it, past its ctx with go-redis's defaults, the Client would find the

@@ -643,7 +643,7 @@ func TestClusterFairGrant(t *testing.T) {
 			done <- acquired{wl, err, time.Now()}
 		}()
 		// The waiter joins, attempts once more once it watches, then
-		// renews its place every FairPlaceLease/3. A release right after
+		// renews its place every driver.PlaceLease/3. A release right after
 		// an attempt leaves it no reason to attempt before the grant.
 		pollUntil(t, 30*time.Second, key+": the waiter's first place renewal", func() bool {
 			return attempts.Load() >= before+3

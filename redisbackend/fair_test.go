@@ -188,7 +188,7 @@ func TestFairGiveUpLeavesLine(t *testing.T) {
 	if l == nil {
 		t.FailNow()
 	}
-	// The quitter's place would have held the line up for FairPlaceLease.
+	// The quitter's place would have held the line up for driver.PlaceLease.
 	if waited := time.Since(released); waited >= driver.PlaceLease {
 		t.Fatalf("the next waiter got the lock %v after the release: it waited for the quitter's place to lapse", waited)
 	}
@@ -228,7 +228,7 @@ func TestFairKilledWaiterDoesNotBlockLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The dead child is first in line: the next waiter gets the lock once
-	// the child's place lapses (FairPlaceLease), not after the holder's
+	// the child's place lapses (driver.PlaceLease), not after the holder's
 	// ttl or never. The bound is loose for a busy machine.
 	select {
 	case l := <-next:
@@ -409,9 +409,9 @@ func fairWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg f
 }
 
 // A release hands the lock to the first fair waiter on the server (a grant,
-// fencelock.FairGranter): the waiter, in another Client, holds it without
+// driver.Turn.Grant): the waiter, in another Client, holds it without
 // an attempt of its own after the release, with a larger fence; with a ttl
-// longer than FairPlaceLease, the granted lease is extended to the ttl at
+// longer than driver.PlaceLease, the granted lease is extended to the ttl at
 // once. Both hand-offs of the chain are grants.
 func TestFairGrant(t *testing.T) {
 	srv := servertest.Redis(t)
@@ -442,7 +442,7 @@ func TestFairGrant(t *testing.T) {
 		pollUntil(t, 30*time.Second, "the waiter in line", func() bool { return lineLength(rdb, "g") == 1 })
 		// The waiter's attempts: the one that joins the line, one more once
 		// it has subscribed (a release in between would go unnoticed),
-		// then a place renewal every FairPlaceLease/3. A release right
+		// then a place renewal every driver.PlaceLease/3. A release right
 		// after the first renewal leaves the grant alone to hand the lock
 		// over. (Waiting for any attempt after the line appears is not
 		// enough: the hook counts an attempt when its reply arrives, so
@@ -481,7 +481,7 @@ func TestFairGrant(t *testing.T) {
 			t.Fatalf("hand-off %d: the release published %q on %s, want a grant to %s on the waiter's own channel", i, msg.Payload, msg.Channel, next.Token())
 		}
 		// Unless the machine stalled the test or the waiter until the
-		// waiter's next place renewal (FairPlaceLease/3 after the last),
+		// waiter's next place renewal (driver.PlaceLease/3 after the last),
 		// it took the grant without an attempt of its own.
 		if n := counter.Load() - before; n != 0 && sinceRenewal < driver.PlaceLease/6 {
 			t.Fatalf("hand-off %d: the waiter made %d attempts after the release, want 0 (granted)", i, n)

@@ -154,15 +154,6 @@ func (b *Backend) holdTTL(ctx context.Context, kind string, ref driver.Ref) (tim
 	return time.Duration(max(left, 0)) * time.Millisecond, nil
 }
 
-// watchHolds registers for the release messages of a semaphore or
-// read-write lock (kind).
-func (b *Backend) watchHolds(ctx context.Context, kind, namespace, key string) (*driver.Watch, error) {
-	if b.notifier == nil {
-		return nil, errNotificationsOff
-	}
-	return b.notifier.watch(ctx, holdKeysFor(namespace, key, kind).channel, false)
-}
-
 // checkAcquire validates what every acquire of a hold needs.
 func (b *Backend) checkAcquire(req driver.Request) error {
 	if b.optErr != nil {

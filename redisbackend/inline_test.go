@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/fencelocktest"
+	"github.com/fencelock/fencelock/driver/drivertest"
 	"github.com/fencelock/fencelock/internal/faultproxy"
 	"github.com/fencelock/fencelock/internal/servertest"
 	"github.com/fencelock/fencelock/redisbackend"
@@ -135,9 +135,9 @@ func TestInlineRequestsEndAtDeadline(t *testing.T) {
 }
 
 // The backend keeps its contract on the inline path.
-func TestConformanceContextTimeouts(t *testing.T) {
+func TestDriverContextTimeouts(t *testing.T) {
 	srv := servertest.Redis(t)
-	fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+	drivertest.Run(t, func(t *testing.T) driver.Store {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 		b := redisbackend.New(rdb)
 		t.Cleanup(func() { b.Close(); rdb.Close() })

@@ -95,7 +95,7 @@ type refusal struct {
 const otherTurnGrace = 10 * time.Millisecond
 
 // acquiredMessage is published by an acquisition with
-// AcquireRequest.Notify (notifyAcquired): it wakes change watchers only.
+// Request.Notify (notifyAcquired): it wakes change watchers only.
 const acquiredMessage = "acquired"
 
 // channel is the state of one release channel.
@@ -114,7 +114,7 @@ type channel struct {
 // watcher says which messages of its channel wake a watch.
 type watcher struct {
 	token   string // a fair waiter's token (watchFor), or "" for any release
-	changes bool   // acquisitions wake it too (WatchChanges)
+	changes bool   // acquisitions wake it too (WatchRequest.Changes)
 }
 
 // plain reports whether w is a plain waiter's: one that takes the lock

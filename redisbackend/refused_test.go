@@ -124,12 +124,12 @@ func TestWatchRefused(t *testing.T) {
 	}
 	wantRefused(t, "Check", b.Check(ctx, "t"))
 	w, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
-	wantRefused(t, "WatchReleases without channels", err)
+	wantRefused(t, "Watch without channels", err)
 	if w != nil {
 		w.Stop()
 	}
 	w, err = b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k", Token: "tok"}})
-	wantRefused(t, "WatchTurn without channels", err)
+	wantRefused(t, "Watch of a turn without channels", err)
 	if w != nil {
 		w.Stop()
 	}
@@ -137,7 +137,7 @@ func TestWatchRefused(t *testing.T) {
 	servertest.SetRedisUser(t, admin, "locker", "&*")
 	w, err = b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
 	if err != nil {
-		t.Fatalf("WatchReleases once the channels are allowed: %v", err)
+		t.Fatalf("Watch once the channels are allowed: %v", err)
 	}
 	w.Stop()
 	if err := b.Check(ctx, "t"); err != nil {
@@ -155,7 +155,7 @@ func TestWatchRefused(t *testing.T) {
 	}
 	servertest.SetRedisUser(t, admin, "locker", "resetpass", ">changed")
 	w, err = fresh.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
-	wantRefused(t, "WatchReleases on a connection whose login is refused", err)
+	wantRefused(t, "Watch on a connection whose login is refused", err)
 	if w != nil {
 		w.Stop()
 	}

@@ -25,7 +25,7 @@
 // Inspect, ReleaseToken and ForceRelease manage a lock by its key, without
 // the *Lock (manage.go); WithIdentity stores who holds each lock (host:pid,
 // DefaultIdentity) for Inspect and the fencelock command's ls and inspect
-// (identity.go).
+// (options.go).
 //
 // Beside the lock, with holds of their own that are *Lock values too
 // (fenced, renewed by the same lease keeper, lost with ErrLost): Semaphore

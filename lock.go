@@ -29,7 +29,7 @@ type Lock struct {
 	holds     int
 	autoRenew time.Duration // 0: no automatic renewal
 	// sent is when the acquiring request was sent. WithMaxHold's bound
-	// (maxhold.go) counts from it, and so does the hold time Hooks report.
+	// (lease.go) counts from it, and so does the hold time Hooks report.
 	sent    time.Time
 	maxHold time.Duration // WithMaxHold; 0: no bound
 	// tombstone is set when an attempt of this acquisition may still reach

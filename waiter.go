@@ -19,7 +19,7 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 //   - a release notification from the backend (watch),
 //   - a release by another goroutine of this Client (its place in the
 //     Client's line for the key, queue.go), which may hand it the lock
-//     (driver.Lines.HandOff, handoff.go),
+//     (driver.Lines.HandOff, release.go),
 //   - the fallback timer: the retry strategy's backoff, cut short at the
 //     holder's remaining lease,
 //   - the end of the wait: the caller's context, WithWait, Close, too
@@ -75,7 +75,7 @@ func (c *Client) acquireWaiting(parent context.Context, req driver.Request, cfg 
 	if w.linesUp() && (c.queues.waiting(req.Key) || c.queues.holding(req.Key)) {
 		// Goroutines already waiting go first; and while this Client
 		// holds the lock, there is nothing to attempt: its release
-		// wakes the line, or hands the lock over (handoff.go).
+		// wakes the line, or hands the lock over (release.go).
 		w.place = c.queues.join(req.Key, req)
 	}
 	if w.place == nil && !w.singleAttempt() && c.queues.isWatched(w.watched()) {

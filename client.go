@@ -23,12 +23,9 @@ type Client struct {
 	lines   driver.Lines     // nil when it keeps no line of waiters and hands nothing over
 	holdsOf driver.Inspector // nil when it cannot report a name's holds
 	ticker  driver.Ticker    // nil when it keeps no record of job ticks (RunJob then refuses)
-	// noHandOff is set when the store answered a hand-off with
-	// ErrUnsupported: later releases of this Client offer it nothing.
-	noHandOff atomic.Bool
-	cfg       clientConfig
-	log       *slog.Logger
-	hooks     Hooks // WithHooks, merged (observer.go); nil fields are skipped
+	cfg     clientConfig
+	log     *slog.Logger
+	hooks   Hooks // WithHooks, merged (observer.go); nil fields are skipped
 
 	// closeCtx is cancelled, with cause ErrClosed, by Close. Waits and
 	// acquire attempts in progress watch it so that Close ends them at once.

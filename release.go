@@ -85,7 +85,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		released = fmt.Errorf("%w: %w", ErrReleased, cause)
 	}
 	var offer *place // the waiter of this Client that the release may hand the lock to
-	if l.kind == KindLock && c.lines != nil && !c.noHandOff.Load() && !c.closed() {
+	if l.kind == KindLock && c.lines != nil && !c.closed() {
 		offer = c.queues.offer(l.ref.Key)
 	}
 	res, err := c.sendReleaseTo(ctx, l.releaseRequest(), heldUntil, offer)
@@ -355,13 +355,6 @@ func (c *Client) releaseHandingOff(ctx context.Context, req driver.ReleaseReques
 	next.FenceFloor = c.maxFence.Load()
 	sent := now()
 	res, got, err := c.lines.HandOff(ctx, req, next)
-	if errors.Is(err, ErrUnsupported) {
-		// The store never hands a lock over, and sent nothing: release
-		// alone, now and from now on.
-		c.noHandOff.Store(true)
-		c.queues.settle(p, nil, false)
-		return c.store.Release(ctx, req)
-	}
 	switch {
 	case err == nil && got.Acquired:
 		c.queues.settle(p, &handedLock{res: got, sent: sent}, false)

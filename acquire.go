@@ -174,10 +174,10 @@ func (c *Client) hold(req driver.Request, cfg acquireConfig, res driver.Result, 
 		lk.counted = true
 		c.queues.took(req.Key)
 	}
-	if err := c.leases.add(lk); err != nil {
+	if err := c.leases.Add(&lk.kept, (*keptLock)(lk)); err != nil {
 		// Close began releasing while the request was in flight.
 		lk.end(fmt.Errorf("%w: %w", ErrReleased, ErrClosed))
-		return nil, err
+		return nil, ErrClosed
 	}
 	if c.debugEnabled() {
 		c.log.Debug("fencelock: acquired", "key", req.Key, "fence", res.Fence,

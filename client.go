@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/internal/lease"
 )
 
 // Client acquires locks in a store (a driver.Store: redisbackend.New(rdb),
@@ -33,9 +34,9 @@ type Client struct {
 	closeCtx context.Context
 	closeFn  context.CancelCauseFunc
 
-	leases   *leaseKeeper // every held lock: renewal and local lease deadlines
-	releaser *releaser    // releases to retry in the background
-	queues   waitQueues   // goroutines waiting for the same key, in order
+	leases   *lease.Keeper // every held lock: renewal and local lease deadlines
+	releaser *releaser     // releases to retry in the background
+	queues   waitQueues    // goroutines waiting for the same key, in order
 
 	// maxFence is the largest fence any acquisition of this Client got; it
 	// is the FenceFloor of every acquire request (see driver.Request).
@@ -64,7 +65,7 @@ func New(s driver.Store, opts ...Option) *Client {
 	c.ticker, _ = s.(driver.Ticker)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.init()
-	c.leases = newLeaseKeeper(c)
+	c.leases = lease.New(c.store.Renew, c.noteRenewals)
 	c.releaser = newReleaser(c)
 	return c
 }
@@ -88,7 +89,7 @@ func (c *Client) Close() error {
 		// finish: a lock they acquire is then among those released below.
 		c.closeFn(ErrClosed)
 		c.ops.wait()
-		held := c.leases.stopAccepting()
+		held := c.leases.StopAccepting()
 
 		// The releases, here and in the background, share one deadline.
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
@@ -98,9 +99,9 @@ func (c *Client) Close() error {
 		var refused int // releases the backend refused (ErrMisconfigured)
 		var refusal error
 		var wg sync.WaitGroup
-		for _, lk := range held {
+		for _, h := range held {
 			wg.Go(func() {
-				err := lk.release(ctx, ErrClosed)
+				err := (*Lock)(h.(*keptLock)).release(ctx, ErrClosed)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -123,7 +124,7 @@ func (c *Client) Close() error {
 		if err := c.releaser.close(time.Until(deadline)); err != nil {
 			errs = append(errs, err)
 		}
-		c.leases.stop()
+		c.leases.Stop()
 		if closer, ok := c.store.(io.Closer); ok {
 			if err := closer.Close(); err != nil {
 				errs = append(errs, err)

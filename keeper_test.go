@@ -1,7 +1,7 @@
 package fencelock_test
 
-// Deterministic tests of the lease keeper's schedule (keeper.go) on virtual
-// time (testing/synctest) over internal/memorybackend: which locks each
+// Deterministic tests of the lease keeper's schedule (internal/lease) on
+// virtual time (testing/synctest) over internal/memorybackend: which locks each
 // renewal call carries and when it is made, batches and how many are in
 // flight, releases and losses while renewals wait or are in flight, and the
 // order and instant of loss signals.

@@ -19,12 +19,12 @@ import (
 //
 // Lock order. A Lock's lease fields (ttl, deadline, nextRenew, renewing,
 // turnFree) and its end state (releasing, err, done, onEnd) are guarded by
-// Lock.mu. The lease keeper guards its schedule, and each Lock's place in it
-// (slot, schedRenewal), with leaseKeeper.mu, and takes a Lock.mu while
+// Lock.mu. The lease keeper (internal/lease) guards its schedule, and each
+// Lock's place in it (kept), with its own mutex, and takes a Lock.mu while
 // holding it; nothing else may nest them. Code holding either never calls
-// the backend or a callback, and code holding a Lock.mu never calls into the
-// keeper. The keeper holds its mu only for bounded work (a few hundred
-// schedule entries at most), never across a backend call.
+// the store or a callback, and code holding a Lock.mu never calls into the
+// keeper. The keeper holds its mutex only for bounded work (a few hundred
+// schedule entries at most), never across a store call.
 
 // localLease is how long after sending the request that granted or renewed
 // a lease of ttl the lock still counts as held here: ttl less the margin.
@@ -130,13 +130,6 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res driver.Renew
 	}
 }
 
-// renewTimeout bounds one automatic renewal request: half the interval, so
-// that a request the server never answers leaves time to retry before the
-// lease deadline.
-func renewTimeout(interval time.Duration) time.Duration {
-	return max(interval/2, time.Millisecond)
-}
-
 // renewRetryDelay is the pause before retrying a renewal that failed with an
 // error: a quarter of the interval, so that several retries fit in the lease.
 func renewRetryDelay(interval time.Duration) time.Duration {
@@ -146,8 +139,8 @@ func renewRetryDelay(interval time.Duration) time.Duration {
 // renewalDue reports whether l may go in a renewal batch gathered now: it is
 // due, or due within a fifth of its interval. The keeper wakes when a lock is
 // due; locks due soon after go along, a little early, while the batch has
-// room or the wake-up's burst has (renewBurst), so that locks due at about
-// the same time share a round trip and a wake-up (see leaseKeeper.tick).
+// room or the wake-up's burst has, so that locks due at about
+// the same time share a round trip and a wake-up (see lease.Keeper).
 // l.mu must be held.
 func (l *Lock) renewalDue(now time.Time) bool {
 	return l.autoRenew > 0 && !l.renewing && !now.Before(l.nextRenew.Add(-l.autoRenew/5))
@@ -229,4 +222,39 @@ func (l *Lock) maxHoldPassed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.maxHold > 0 && !l.deadline.Before(l.holdEnd())
+}
+
+// keptLock is a Lock as the lease keeper sees it (lease.Holder): the
+// methods the keeper calls, apart from Lock's own.
+type keptLock Lock
+
+func (k *keptLock) Lock()                          { k.mu.Lock() }
+func (k *keptLock) Unlock()                        { k.mu.Unlock() }
+func (k *keptLock) Ref() driver.Ref                { return k.ref }
+func (k *keptLock) RenewInterval() time.Duration   { return k.autoRenew }
+func (k *keptLock) EndedLocked() bool              { return k.err != nil || k.releasing }
+func (k *keptLock) ExpiredLocked(t time.Time) bool { return (*Lock)(k).expiredLocked(t) }
+func (k *keptLock) RenewalDueLocked(t time.Time) bool {
+	return (*Lock)(k).renewalDue(t)
+}
+func (k *keptLock) BeginRenewalLocked()       { (*Lock)(k).beginRenewalLocked() }
+func (k *keptLock) EndRenewalTurnLocked()     { (*Lock)(k).endRenewalTurnLocked() }
+func (k *keptLock) DeadlineLocked() time.Time { return k.deadline }
+func (k *keptLock) Expire()                   { (*Lock)(k).expire() }
+
+func (k *keptLock) RenewRequestLocked() driver.RenewRequest {
+	return driver.RenewRequest{Ref: k.ref, TTL: k.ttl}
+}
+
+func (k *keptLock) FinishRenewal(sent time.Time, ttl time.Duration, res driver.RenewResult) {
+	(*Lock)(k).finishRenewal(sent, ttl, res)
+}
+
+// NextEventLocked is the lock's next renewal, when it renews itself and
+// no renewal is in flight, or else its local deadline.
+func (k *keptLock) NextEventLocked() (time.Time, bool) {
+	if k.autoRenew > 0 && !k.renewing && k.nextRenew.Before(k.deadline) {
+		return k.nextRenew, true
+	}
+	return k.deadline, false
 }

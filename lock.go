@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/internal/lease"
 )
 
 // Lock is one acquisition of a lock, or a hold of another primitive: a
@@ -40,9 +41,9 @@ type Lock struct {
 	counted   bool // counted in the Client's waitQueues.held (a plain lock); set before it is shared
 	notify    bool // releases set driver.ReleaseRequest.Notify (Campaign); set before it is shared
 
-	// The lease keeper's bookkeeping, guarded by leaseKeeper.mu (keeper.go).
-	slot         int32 // 1 + the lock's place in the keeper's schedule; 0: not in it
-	schedRenewal bool  // its schedule entry is its next renewal, not its deadline
+	// kept is the lock's place in the lease keeper's schedule, guarded by
+	// the keeper (internal/lease; lease.go).
+	kept lease.Entry
 
 	mu        sync.Mutex // guards the fields below; see lease.go for the lock order
 	renewing  bool       // a renewal (the keeper's or Refresh's) is in flight
@@ -282,7 +283,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	deadline := l.deadline
 	l.mu.Unlock()
 	if deadline.Before(before) {
-		l.client.leases.reschedule(l)
+		l.client.leases.Reschedule(&l.kept)
 	}
 
 	// A reply after the deadline comes too late: the lock will have been
@@ -312,7 +313,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.mu.Unlock()
 	}
 	l.finishRenewal(sent, ttl, res)
-	l.client.leases.reschedule(l)
+	l.client.leases.Reschedule(&l.kept)
 	switch {
 	case res.Err != nil:
 		return l.client.unavailable(ctx, "refresh", l.ref.Key, 1, sent, res.Err)
@@ -429,7 +430,7 @@ func (l *Lock) end(err error) bool {
 	if done != nil {
 		close(done)
 	}
-	l.client.leases.remove(l)
+	l.client.leases.Remove(&l.kept)
 	if l.counted {
 		// After a release that yielded to another process, this Client's
 		// next waiter waits to be woken for its own turn.

@@ -139,7 +139,8 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 // without it (another process's hold) the retry reports ErrNotHeld, never
 // a guess.
 func (c *Client) heldUntilHere(ref driver.Ref) time.Time {
-	if lk := c.leases.find(ref); lk != nil {
+	if h := c.leases.Find(ref); h != nil {
+		lk := (*Lock)(h.(*keptLock))
 		return lk.Deadline()
 	}
 	return time.Time{}
@@ -150,7 +151,8 @@ func (c *Client) heldUntilHere(ref driver.Ref) time.Time {
 // end also lets the Client's waiters for the key attempt again (they make
 // none while the Client holds the key).
 func (c *Client) endHere(ref driver.Ref, reason string) {
-	if lk := c.leases.find(ref); lk != nil {
+	if h := c.leases.Find(ref); h != nil {
+		lk := (*Lock)(h.(*keptLock))
 		lk.lose(LostGone, reason, false)
 	}
 }

@@ -78,7 +78,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	l.releasing = true
 	heldUntil := l.deadline
 	l.mu.Unlock()
-	c.leases.remove(l)
+	c.leases.Remove(&l.kept)
 
 	released := ErrReleased
 	if cause != nil {

@@ -11,28 +11,22 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/internal/adapt"
+	"github.com/fencelock/fencelock/internal/lease"
 )
 
-// Client acquires locks through a Backend (a driver.Store, or a Backend and
-// its capability interfaces, which the Client maps onto one). It is safe for concurrent use;
-// make one per process (or per backend) and share it. Close it when done: it
+// Client acquires locks in a store (a driver.Store: redisbackend.New(rdb),
+// an etcd or Redlock backend). It is safe for concurrent use; make one per
+// process (or per store) and share it. Close it when done: it
 // ends waits, releases the locks it still holds and stops its goroutines.
 type Client struct {
-	backend  Backend          // as given to New: closed by Close, named in errors
-	store    driver.Store     // every request goes to it
-	notify   driver.Notifier  // nil when the store has no notifications
-	lines    driver.Lines     // nil when it keeps no line of waiters and hands nothing over
-	holdsOf  driver.Inspector // nil when it cannot report a name's holds
-	ticker   driver.Ticker    // nil when it keeps no record of job ticks (RunJob then refuses)
-	inLine   bool             // lines keeps a line of waiters (WithFairness)
-	handsOff bool             // lines' HandOff may hand a lock over
-	// noHandOff is set when the store answered a hand-off with
-	// ErrUnsupported: later releases of this Client offer it nothing.
-	noHandOff atomic.Bool
-	cfg       clientConfig
-	log       *slog.Logger
-	hooks     Hooks // WithHooks, merged (observer.go); nil fields are skipped
+	store   driver.Store     // every request goes to it; closed by Close, named in errors
+	notify  driver.Notifier  // nil when the store has no notifications
+	lines   driver.Lines     // nil when it keeps no line of waiters and hands nothing over
+	holdsOf driver.Inspector // nil when it cannot report a name's holds
+	ticker  driver.Ticker    // nil when it keeps no record of job ticks (RunJob then refuses)
+	cfg     clientConfig
+	log     *slog.Logger
+	hooks   Hooks // WithHooks, merged (observer.go); nil fields are skipped
 
 	// closeCtx is cancelled, with cause ErrClosed, by Close. Waits and
 	// acquire attempts in progress watch it so that Close ends them at once.
@@ -40,12 +34,12 @@ type Client struct {
 	closeCtx context.Context
 	closeFn  context.CancelCauseFunc
 
-	leases   *leaseKeeper // every held lock: renewal and local lease deadlines
-	releaser *releaser    // releases to retry in the background
-	queues   waitQueues   // goroutines waiting for the same key, in order
+	leases   *lease.Keeper // every held lock: renewal and local lease deadlines
+	releaser *releaser     // releases to retry in the background
+	queues   waitQueues    // goroutines waiting for the same key, in order
 
 	// maxFence is the largest fence any acquisition of this Client got; it
-	// is the FenceFloor of every acquire request (see AcquireRequest).
+	// is the FenceFloor of every acquire request (see driver.Request).
 	maxFence atomic.Int64
 
 	ops       opCounter // calls in progress that use the backend; Close waits for them
@@ -53,23 +47,25 @@ type Client struct {
 	closeErr  error
 }
 
-// New returns a Client that keeps its locks in b. The Client takes ownership
-// of b: Close closes it if it implements io.Closer. (The Redis connection b
-// uses stays the caller's.)
-func New(b Backend, opts ...Option) *Client {
+// New returns a Client that keeps its locks in s. The Client takes ownership
+// of s: Close closes it if it implements io.Closer. (The Redis connection s
+// uses stays the caller's.) The capabilities s has beside driver.Store
+// (Notifier, Lines, Inspector, Ticker) are found here, once.
+func New(s driver.Store, opts ...Option) *Client {
 	cfg := defaultClientConfig()
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&cfg)
 		}
 	}
-	caps := adapt.Of(b)
-	c := &Client{backend: b, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks),
-		store: caps.Store, notify: caps.Notifier, lines: caps.Lines, holdsOf: caps.Inspector,
-		ticker: caps.Ticker, inLine: caps.InLine, handsOff: caps.HandsOff}
+	c := &Client{store: s, cfg: cfg, log: cfg.logger, hooks: mergeHooks(cfg.hooks)}
+	c.notify, _ = s.(driver.Notifier)
+	c.lines, _ = s.(driver.Lines)
+	c.holdsOf, _ = s.(driver.Inspector)
+	c.ticker, _ = s.(driver.Ticker)
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	c.ops.init()
-	c.leases = newLeaseKeeper(c)
+	c.leases = lease.New(c.store.Renew, c.noteRenewals)
 	c.releaser = newReleaser(c)
 	return c
 }
@@ -93,7 +89,7 @@ func (c *Client) Close() error {
 		// finish: a lock they acquire is then among those released below.
 		c.closeFn(ErrClosed)
 		c.ops.wait()
-		held := c.leases.stopAccepting()
+		held := c.leases.StopAccepting()
 
 		// The releases, here and in the background, share one deadline.
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
@@ -103,9 +99,9 @@ func (c *Client) Close() error {
 		var refused int // releases the backend refused (ErrMisconfigured)
 		var refusal error
 		var wg sync.WaitGroup
-		for _, lk := range held {
+		for _, h := range held {
 			wg.Go(func() {
-				err := lk.release(ctx, ErrClosed)
+				err := (*Lock)(h.(*keptLock)).release(ctx, ErrClosed)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -128,8 +124,8 @@ func (c *Client) Close() error {
 		if err := c.releaser.close(time.Until(deadline)); err != nil {
 			errs = append(errs, err)
 		}
-		c.leases.stop()
-		if closer, ok := c.backend.(io.Closer); ok {
+		c.leases.Stop()
+		if closer, ok := c.store.(io.Closer); ok {
 			if err := closer.Close(); err != nil {
 				errs = append(errs, err)
 			}
@@ -187,8 +183,8 @@ func (o *opCounter) wait() {
 func (c *Client) closed() bool { return c.closeCtx.Err() != nil }
 
 // ref names the hold of key by token in the Client's namespace.
-func (c *Client) ref(key, token string) LockRef {
-	return LockRef{Namespace: c.cfg.namespace, Key: key, Token: token}
+func (c *Client) ref(key, token string) driver.Ref {
+	return driver.Ref{Namespace: c.cfg.namespace, Key: key, Token: token}
 }
 
 // detached returns a context for cleanup work that must happen even though
@@ -269,3 +265,43 @@ func (c *Client) nextToken() (string, error) {
 // now is time.Now, read before a request is sent: leases are measured from
 // there on the monotonic clock.
 func now() time.Time { return time.Now() }
+
+// Check reports, at start-up rather than at the first lock, a Client that
+// cannot work: an invalid option (WithSafetyMargin, WithIdentity), a namespace the
+// backend cannot use (the Redis backend refuses braces, which would break
+// Cluster hash tags), or a backend that cannot be reached or cannot run
+// what it needs (driver.Store.Check). Invalid options give an error matching
+// ErrInvalidArgument, a store that cannot be reached one matching
+// ErrUnavailable, and a store that refuses the client's credentials or
+// its user's permissions (a wrong password, an ACL without the commands,
+// keys or channels fencelock uses) one matching ErrMisconfigured. Call it
+// once after New:
+//
+//	locks := fencelock.New(redisbackend.New(rdb), fencelock.WithNamespace(ns))
+//	if err := locks.Check(ctx); err != nil {
+//		log.Fatal(err)
+//	}
+func (c *Client) Check(ctx context.Context) error {
+	if c == nil {
+		return errNilClient
+	}
+	if ctx == nil {
+		return errNilContext
+	}
+	if c.cfg.marginErr != nil {
+		return c.cfg.marginErr
+	}
+	if c.cfg.identityErr != nil {
+		return c.cfg.identityErr
+	}
+	if c.closed() {
+		return fmt.Errorf("fencelock: check: %w", ErrClosed)
+	}
+	if err := c.store.Check(ctx, c.cfg.namespace); err != nil {
+		if errors.Is(err, ErrInvalidArgument) {
+			return err
+		}
+		return c.unavailable(ctx, "check", "", 1, time.Now(), err)
+	}
+	return nil
+}

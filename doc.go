@@ -25,7 +25,7 @@
 // Inspect, ReleaseToken and ForceRelease manage a lock by its key, without
 // the *Lock (manage.go); WithIdentity stores who holds each lock (host:pid,
 // DefaultIdentity) for Inspect and the fencelock command's ls and inspect
-// (identity.go).
+// (options.go).
 //
 // Beside the lock, with holds of their own that are *Lock values too
 // (fenced, renewed by the same lease keeper, lost with ErrLost): Semaphore
@@ -100,18 +100,16 @@
 //
 // # Backends
 //
-// The Backend interface is the seam between the Client (waiting, renewal,
-// loss detection, queuing) and a store. The redisbackend package implements
-// it on Redis single node, Sentinel and Cluster.
+// Package driver is the seam between the Client (waiting, renewal, loss
+// detection, queuing) and a store. The redisbackend package implements it
+// on Redis single node, Sentinel and Cluster.
 //
-// Capabilities beyond the lock are optional interfaces, found by type
-// assertion; a call that needs one the backend lacks returns an error
-// matching ErrUnsupported. LockInspector (Inspect, ForceRelease, Observe,
-// Leader) is implemented by the Redis backend and the in-memory test
-// backend; ReleaseNotifier (waking waiters at once) and ChangeNotifier
-// (Observe sees a new leader at once) by both as well, and so are
-// FairBackend (WithFairness), SemaphoreBackend (Semaphore) and
-// RWLockBackend (RWLock). JobTickBackend (RunJob's record of the last tick
-// claimed) is implemented by the Redis, Redlock, etcd and in-memory
-// backends.
+// A store (package driver) keeps plain locks, and may keep the other kinds
+// of hold (Semaphore, RWLock) and have capabilities beyond them, found once
+// by type assertion: driver.Notifier (waking waiters at once, and Observe
+// seeing a new leader at once), driver.Lines (WithFairness, and hand-offs
+// to this Client's next waiter), driver.Inspector (Inspect, ForceRelease,
+// Observe, Leader) and driver.Ticker (RunJob's record of the last tick
+// claimed). A call that needs what the store lacks returns an error
+// matching ErrUnsupported.
 package fencelock

@@ -57,8 +57,8 @@ func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Dur
 		opts = append([]AcquireOption{WithAutoRenew(ttl / 3), WithMaxFailures(0)}, opts...)
 	}
 	// Observers watch the leadership without waiting for it: its
-	// acquisition and its release must wake them too (AcquireRequest.Notify,
-	// ReleaseRequest.Notify).
+	// acquisition and its release must wake them too (driver.Request.Notify,
+	// driver.ReleaseRequest.Notify).
 	opts = append(opts[:len(opts):len(opts)], notifyWatchers()) // never into the caller's array
 	lk, err := c.Acquire(WithOwner(ctx, id), ElectionLockPrefix+election, ttl, opts...)
 	if err != nil {
@@ -124,8 +124,8 @@ type Leader struct {
 }
 
 // Leader returns the current leader of the election (ID "" when there is
-// none). It needs a backend that implements LockInspector (ErrUnsupported
-// otherwise).
+// none). It needs a store that can report a lock's holds (driver.Inspector;
+// ErrUnsupported otherwise).
 func (c *Client) Leader(ctx context.Context, election string) (Leader, error) {
 	if c == nil {
 		return Leader{}, errNilClient
@@ -149,15 +149,15 @@ func leaderOf(info LockInfo) Leader {
 
 // maxObserveWait bounds how long Observe goes without looking: a lease that
 // lapses sends no notification, and a notification can be lost. (A
-// resignation sends one with any ReleaseNotifier backend, a new leader with
-// a ChangeNotifier: Campaign sets ReleaseRequest.Notify and
-// AcquireRequest.Notify.) A variable for tests only.
+// resignation sends one with any driver.Notifier, a new leader with one
+// that delivers changes: Campaign sets driver.ReleaseRequest.Notify and
+// driver.Request.Notify.) A variable for tests only.
 var maxObserveWait = time.Second
 
-// watchChanges watches key for Observe: its acquisitions and releases with a
-// ChangeNotifier backend (acquisitions reports that), its releases alone
-// with a ReleaseNotifier.
-func (c *Client) watchChanges(ctx context.Context, key string) (w *Watch, acquisitions bool, err error) {
+// watchChanges watches key for Observe: its acquisitions and releases when
+// the store delivers changes (acquisitions reports that), its releases
+// alone when it refuses Changes.
+func (c *Client) watchChanges(ctx context.Context, key string) (w *driver.Watch, acquisitions bool, err error) {
 	if c.notify == nil {
 		return nil, false, ErrUnsupported
 	}
@@ -181,14 +181,15 @@ func (c *Client) watchChanges(ctx context.Context, key string) (w *Watch, acquis
 //
 // It looks again when a change is notified, when the leader's lease would
 // end, and at least every second. With a backend that notifies changes
-// (ChangeNotifier: Redis, whose Campaign publishes its acquisitions and
-// releases), Observe sees a new leader and a resignation at once, whether
+// (driver.WatchRequest.Changes: Redis, whose Campaign publishes its
+// acquisitions and releases), Observe sees a new leader and a resignation at once, whether
 // or not a candidate was waiting; with one that notifies releases only, a
 // resignation at once and a new leader at its next look (within a second).
 // A lease that lapses is seen when it ends. A backend error is yielded as
 // it happens (Leader is then zero), and Observe goes on trying with a
-// backoff. It needs a backend that implements LockInspector: without
-// one it yields one error matching ErrUnsupported and ends.
+// backoff. It needs a store that can report a lock's holds
+// (driver.Inspector): without one it yields one error matching
+// ErrUnsupported and ends.
 func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader, error] {
 	return func(yield func(Leader, error) bool) {
 		if c == nil {

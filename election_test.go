@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/memorybackend"
@@ -214,12 +215,12 @@ func TestElectionArguments(t *testing.T) {
 	}
 }
 
-// elShared gives several Clients one memory backend with LockInspector (so
+// elShared gives several Clients one memory backend with an Inspector (so
 // that Observe works) but without Close.
 type elShared struct {
-	fencelock.Backend
-	fencelock.ReleaseNotifier
-	fencelock.LockInspector
+	driver.Store
+	driver.Notifier
+	driver.Inspector
 }
 
 // Observe sees a resignation at once on Redis, though no candidate waits
@@ -288,7 +289,7 @@ func nextLeader(t *testing.T, leaders <-chan fencelock.Leader, failure string) f
 
 // Observe, deterministically: it yields the current leader, wakes on the
 // release notification of a resignation, and sees the successor within the
-// first poll after it; without a LockInspector it yields ErrUnsupported.
+// first poll after it; without an Inspector it yields ErrUnsupported.
 func TestElectionObserveTiming(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := tmNewEnv(t)
@@ -330,39 +331,39 @@ func TestElectionObserveTiming(t *testing.T) {
 		plain := e.client("plain")
 		for _, err := range plain.Observe(ctx, "e") {
 			if !errors.Is(err, fencelock.ErrUnsupported) {
-				t.Errorf("Observe without LockInspector: %v, want ErrUnsupported", err)
+				t.Errorf("Observe without an Inspector: %v, want ErrUnsupported", err)
 			}
 		}
 		cancel()
 	})
 }
 
-// elChangeShared is elShared with notifications of acquisitions.
+// elChangeShared is elShared with its own Inspector.
 type elChangeShared struct {
-	fencelock.Backend
-	fencelock.ChangeNotifier
-	fencelock.LockInspector
+	driver.Store
+	driver.Notifier
+	driver.Inspector
 }
 
 // countedInspector counts the looks of Observe.
 type countedInspector struct {
-	fencelock.LockInspector
+	driver.Inspector
 	looks atomic.Int32
 }
 
 func (c *countedInspector) InspectLock(ctx context.Context, namespace, key string) (fencelock.LockInfo, error) {
 	c.looks.Add(1)
-	return c.LockInspector.InspectLock(ctx, namespace, key)
+	return c.Inspector.InspectLock(ctx, namespace, key)
 }
 
 // Observe, deterministically, with a backend that notifies acquisitions
-// (ChangeNotifier): it sees a new leader at the instant Campaign takes the
+// (driver.WatchRequest.Changes): it sees a new leader at the instant Campaign takes the
 // election, not at its next look (up to a second later), and it does not
 // keep looking at an election without a leader.
 func TestElectionObserveSeesNewLeaderAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := tmNewEnv(t)
-		inspector := &countedInspector{LockInspector: e.b}
+		inspector := &countedInspector{Inspector: e.b}
 		shared := elChangeShared{e.b, e.b, inspector}
 		a := fencelock.New(shared)
 		obs := fencelock.New(shared)

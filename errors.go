@@ -47,7 +47,7 @@ var (
 	// that is not replicated leaves the lease's local deadline where it was.
 	ErrNotReplicated = driver.ErrNotReplicated
 
-	// ErrNotSent is for Backend implementations: wrap it in the error of a
+	// ErrNotSent is for stores (package driver): wrap it in the error of a
 	// request that was certainly not sent (no connection could be made), so
 	// that the Client knows it left nothing behind to clean up. Any other
 	// error is taken to mean the request may have been applied.
@@ -98,7 +98,7 @@ type NotAcquiredError struct {
 	HolderTTL time.Duration // the holder's remaining lease at the last attempt, if known
 	// HeldHere reports that another call of the same Client held the lock
 	// when waiting ended: the waiter waited for its release without asking
-	// the store (see HandOffBackend).
+	// the store (see driver.Lines.HandOff).
 	HeldHere bool
 	Cause    error // why waiting ended: ctx.Err() (matching context.Cause too), ErrClosed, or nil when WithWait elapsed or for TryAcquire
 	LastErr  error // a backend error seen while waiting, before the lock was last found held

@@ -3,6 +3,8 @@ package fencelock
 import (
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/lease"
 )
 
 // SetMaxObserveWait sets how long Observe goes without looking, for one
@@ -16,10 +18,10 @@ func SetMaxObserveWait(t testing.TB, d time.Duration) {
 // The lease keeper's bounds, for its tests (package fencelock_test), which
 // check batch sizes and calls in flight against them.
 const (
-	MaxRenewBatch   = maxRenewBatch
-	MaxRenewWorkers = maxRenewWorkers
+	MaxRenewBatch   = lease.MaxRenewBatch
+	MaxRenewWorkers = lease.MaxRenewWorkers
 )
 
 // KeeperPokes returns how many times the lease keeper's loop was woken
-// before its planned look (leaseKeeper.poke).
-func KeeperPokes(c *Client) int64 { return c.leases.pokes.Load() }
+// before its planned look.
+func KeeperPokes(c *Client) int64 { return c.leases.Pokes() }

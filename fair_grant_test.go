@@ -10,33 +10,27 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
-// Deterministic tests of grants (fencelock.FairGranter): a release hands the
+// Deterministic tests of grants (driver.Turn.Grant): a release hands the
 // lock to the first fair waiter, which takes it without a round trip. The
 // real-server tests are in redisbackend/fair_test.go.
-
-// AcquireFairGrant records the attempt like AcquireFair.
-func (b *fairBackend) AcquireFairGrant(ctx context.Context, req fencelock.AcquireRequest, place, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
-	b.mu.Lock()
-	b.attempts[req.Token] = append(b.attempts[req.Token], time.Since(b.start))
-	b.mu.Unlock()
-	return b.Backend.AcquireFairGrant(ctx, req, place, grant, seq)
-}
 
 // grantShared lets several Clients share a backend that grants (it hides
 // Close).
 type grantShared struct {
-	fencelock.Backend
-	fencelock.ReleaseNotifier
-	fencelock.FairGranter
+	driver.Store
+	driver.Notifier
+	driver.Lines
 }
 
 // grantEnv is fairEnv with grants.
 func grantEnv(t *testing.T) (*fairBackend, func(name string, opts ...fencelock.Option) *fencelock.Client) {
 	b := &fairBackend{Backend: memorybackend.New(), start: time.Now(), attempts: map[string][]time.Duration{}}
 	t.Cleanup(func() { b.Close() })
+	b.DisableHandOff() // grants alone
 	return b, func(name string, opts ...fencelock.Option) *fencelock.Client {
 		var n atomic.Int64
 		gen := fencelock.WithTokenGenerator(func() (string, error) { return fmt.Sprintf("%s%d", name, n.Add(1)), nil })
@@ -112,11 +106,11 @@ func TestFairGrantLeaseCountsFromAttempt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Attempts every place renewal only (FairPlaceLease/3).
+		// Attempts every place renewal only (driver.PlaceLease/3).
 		got := acquireAsync(t, client("w", fencelock.WithSafetyMargin(0.01)), "k", ttl,
 			fencelock.WithFairness(), fencelock.WithRetry(obsFixedBackoff(time.Minute)))
 		// Release between two of the waiter's place renewals.
-		time.Sleep(fencelock.FairPlaceLease/3 + 200*time.Millisecond)
+		time.Sleep(driver.PlaceLease/3 + 200*time.Millisecond)
 		synctest.Wait()
 		attempts := b.attemptsOf("w1")
 		last := b.start.Add(attempts[len(attempts)-1])
@@ -168,8 +162,8 @@ func TestFairGrantNoticeLost(t *testing.T) {
 		if b.Grants() != 1 {
 			t.Fatalf("%d grants, want 1", b.Grants())
 		}
-		if late := time.Since(b.start) - releasedAt; late > fencelock.FairPlaceLease/3 {
-			t.Fatalf("the waiter took the granted lock %v after the release, want within a place renewal (%v)", late, fencelock.FairPlaceLease/3)
+		if late := time.Since(b.start) - releasedAt; late > driver.PlaceLease/3 {
+			t.Fatalf("the waiter took the granted lock %v after the release, want within a place renewal (%v)", late, driver.PlaceLease/3)
 		}
 		if lk.Holds() != 1 {
 			t.Fatalf("holds %d, want 1 (the attempt completes the grant, it does not re-enter)", lk.Holds())
@@ -180,7 +174,7 @@ func TestFairGrantNoticeLost(t *testing.T) {
 	})
 }
 
-// A waiter with a ttl longer than FairPlaceLease is granted FairPlaceLease,
+// A waiter with a ttl longer than driver.PlaceLease is granted driver.PlaceLease,
 // and extends it to its ttl in the background once a third of the granted
 // lease has passed: without automatic renewal it still holds the lock for
 // its whole ttl.
@@ -249,7 +243,7 @@ func TestFairGrantShortHoldIsNotExtended(t *testing.T) {
 		if err := lk.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(fencelock.FairPlaceLease)
+		time.Sleep(driver.PlaceLease)
 		synctest.Wait()
 		if n := b.Calls(memorybackend.Renew).Applied - renews; n != 0 {
 			t.Fatalf("%d renewals of a granted lock held for 100ms, want none", n)
@@ -284,7 +278,7 @@ func TestFairWithoutGrants(t *testing.T) {
 
 // A fair waiter that is told when its turn comes (a grant, or a wake-up
 // to it alone) does not poll: while the holder keeps the lock, it makes an
-// attempt only to renew its place, every third of FairPlaceLease, not at
+// attempt only to renew its place, every third of driver.PlaceLease, not at
 // the retry backoff (10 ms, 20 ms, 40 ms, ...), where with 16 waiters the
 // polls would cost 5 attempts per hand-off.
 func TestFairWaiterDoesNotPoll(t *testing.T) {
@@ -296,9 +290,9 @@ func TestFairWaiterDoesNotPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := acquireAsync(t, client("w"), "k", 10*time.Second, fencelock.WithFairness())
-		time.Sleep(fencelock.FairPlaceLease - time.Millisecond)
+		time.Sleep(driver.PlaceLease - time.Millisecond)
 		synctest.Wait()
-		renew := fencelock.FairPlaceLease / 3
+		renew := driver.PlaceLease / 3
 		// Joining, once more after subscribing (a release in between would
 		// go unnoticed), then renewing the place.
 		want := []time.Duration{0, 0, renew, 2 * renew}

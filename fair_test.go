@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -29,11 +30,12 @@ type fairBackend struct {
 	attempts map[string][]time.Duration
 }
 
-func (b *fairBackend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, place time.Duration) (fencelock.AcquireResult, error) {
+// AcquireInLine records the time of each attempt of a waiter in line.
+func (b *fairBackend) AcquireInLine(ctx context.Context, req driver.Request, t driver.Turn) (driver.Result, error) {
 	b.mu.Lock()
 	b.attempts[req.Token] = append(b.attempts[req.Token], time.Since(b.start))
 	b.mu.Unlock()
-	return b.Backend.AcquireFair(ctx, req, place)
+	return b.Backend.AcquireInLine(ctx, req, t)
 }
 
 func (b *fairBackend) attemptsOf(token string) []time.Duration {
@@ -44,9 +46,9 @@ func (b *fairBackend) attemptsOf(token string) []time.Duration {
 
 // fairShared lets several Clients share the backend (it hides Close).
 type fairShared struct {
-	fencelock.Backend
-	fencelock.ReleaseNotifier
-	fencelock.FairBackend
+	driver.Store
+	driver.Notifier
+	driver.Lines
 }
 
 // fairEnv makes the backend and returns a maker of Clients on it whose
@@ -54,6 +56,8 @@ type fairShared struct {
 func fairEnv(t *testing.T) (*fairBackend, func(name string) *fencelock.Client) {
 	b := &fairBackend{Backend: memorybackend.New(), start: time.Now(), attempts: map[string][]time.Duration{}}
 	t.Cleanup(func() { b.Close() })
+	b.DisableGrants() // a line without grants, nor hand-offs: each waiter takes its turn itself
+	b.DisableHandOff()
 	return b, func(name string) *fencelock.Client {
 		var n atomic.Int64
 		gen := fencelock.WithTokenGenerator(func() (string, error) { return fmt.Sprintf("%s%d", name, n.Add(1)), nil })
@@ -64,7 +68,7 @@ func fairEnv(t *testing.T) (*fairBackend, func(name string) *fencelock.Client) {
 }
 
 // A fair waiter behind a long holder renews its place every third of
-// FairPlaceLease, so the place never lapses however long it waits; the lock
+// driver.PlaceLease, so the place never lapses however long it waits; the lock
 // goes to it at the instant of the release.
 func TestFairWaiterRenewsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -95,12 +99,12 @@ func TestFairWaiterRenewsPlace(t *testing.T) {
 		}
 		attempts := b.attemptsOf("w1")
 		for i := 1; i < len(attempts); i++ {
-			if gap := attempts[i] - attempts[i-1]; gap > fencelock.FairPlaceLease/3 {
-				t.Fatalf("attempts at %v: a gap of %v, longer than a third of the place's lease %v", attempts, gap, fencelock.FairPlaceLease)
+			if gap := attempts[i] - attempts[i-1]; gap > driver.PlaceLease/3 {
+				t.Fatalf("attempts at %v: a gap of %v, longer than a third of the place's lease %v", attempts, gap, driver.PlaceLease)
 			}
 		}
-		if n := len(attempts); n < int(20*time.Second/(fencelock.FairPlaceLease/3)) {
-			t.Fatalf("%d attempts in 20s, want one every %v at least", n, fencelock.FairPlaceLease/3)
+		if n := len(attempts); n < int(20*time.Second/(driver.PlaceLease/3)) {
+			t.Fatalf("%d attempts in 20s, want one every %v at least", n, driver.PlaceLease/3)
 		}
 	})
 }
@@ -196,12 +200,12 @@ func TestFairGiveUpLeavesLineAtOnce(t *testing.T) {
 // ErrUnsupported, naming the capability, before anything is sent.
 func TestFairUnsupported(t *testing.T) {
 	b := memorybackend.New()
-	c := fencelock.New(struct{ fencelock.Backend }{b})
+	c := fencelock.New(struct{ driver.Store }{b})
 	defer c.Close()
 	defer b.Close()
 	_, err := c.Acquire(context.Background(), "k", time.Minute, fencelock.WithFairness())
 	if !errors.Is(err, fencelock.ErrUnsupported) {
-		t.Fatalf("WithFairness on a backend without FairBackend: %v, want ErrUnsupported", err)
+		t.Fatalf("WithFairness on a store without Lines: %v, want ErrUnsupported", err)
 	}
 	if calls := b.Calls(memorybackend.Acquire); calls.Attempted != 0 {
 		t.Fatalf("%d acquire attempts were made", calls.Attempted)

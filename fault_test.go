@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 )
 
@@ -20,7 +21,7 @@ type slowReplies struct {
 	*redisbackend.Backend
 	mu           sync.Mutex
 	acquireDelay time.Duration
-	renewDelay   func(reqs []fencelock.RenewRequest) time.Duration
+	renewDelay   func(reqs []driver.RenewRequest) time.Duration
 	// applied, if not nil, gets a value for each acquire the server has
 	// applied, before its reply is held back.
 	applied chan struct{}
@@ -29,7 +30,7 @@ type slowReplies struct {
 	renewals sync.Map // time.Duration -> *atomic.Int64
 }
 
-func (s *slowReplies) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (s *slowReplies) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	res, err := s.Backend.Acquire(ctx, req)
 	s.mu.Lock()
 	d, applied := s.acquireDelay, s.applied
@@ -41,7 +42,7 @@ func (s *slowReplies) Acquire(ctx context.Context, req fencelock.AcquireRequest)
 	return res, err
 }
 
-func (s *slowReplies) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (s *slowReplies) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	res, err := s.Backend.Renew(ctx, reqs)
 	s.mu.Lock()
 	f := s.renewDelay
@@ -78,7 +79,7 @@ func TestRefreshAndRenewalTakeTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow.mu.Lock()
-	slow.renewDelay = func(reqs []fencelock.RenewRequest) time.Duration {
+	slow.renewDelay = func(reqs []driver.RenewRequest) time.Duration {
 		if reqs[0].TTL == refreshed {
 			return 400 * time.Millisecond // the Refresh's reply is late, and so are the renewals' after it
 		}
@@ -165,10 +166,10 @@ type lateAcquire struct {
 	cleanedUp chan struct{} // closed when a release with a tombstone was applied
 	once      sync.Once
 	stop      chan struct{} // closed at the end of the test
-	landed    chan fencelock.AcquireResult
+	landed    chan driver.Result
 }
 
-func (l *lateAcquire) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (l *lateAcquire) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	go func() {
 		select {
 		case <-l.cleanedUp:
@@ -179,10 +180,10 @@ func (l *lateAcquire) Acquire(ctx context.Context, req fencelock.AcquireRequest)
 		l.landed <- res
 	}()
 	<-ctx.Done()
-	return fencelock.AcquireResult{}, ctx.Err()
+	return driver.Result{}, ctx.Err()
 }
 
-func (l *lateAcquire) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (l *lateAcquire) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	res, err := l.Backend.Release(ctx, req)
 	if err == nil && req.Tombstone > 0 {
 		l.once.Do(func() { close(l.cleanedUp) })
@@ -199,7 +200,7 @@ func TestLateAcquireIsRefused(t *testing.T) {
 		Backend:   redisbackend.New(rdb),
 		cleanedUp: make(chan struct{}),
 		stop:      make(chan struct{}),
-		landed:    make(chan fencelock.AcquireResult, 1),
+		landed:    make(chan driver.Result, 1),
 	}
 	c := fencelock.New(late)
 	t.Cleanup(func() { close(late.stop); c.Close() })
@@ -211,7 +212,7 @@ func TestLateAcquireIsRefused(t *testing.T) {
 	if _, err := c.TryAcquire(short, "late", 30*time.Second); !errors.Is(err, fencelock.ErrUnavailable) {
 		t.Fatalf("TryAcquire through a backend that never answers in time: %v, want ErrUnavailable", err)
 	}
-	var res fencelock.AcquireResult
+	var res driver.Result
 	select {
 	case res = <-late.landed:
 	case <-ctx.Done():

@@ -15,7 +15,7 @@ import (
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
-// Deterministic tests of hand-offs (fencelock.HandOffBackend): a release
+// Deterministic tests of hand-offs (driver.Lines.HandOff): a release
 // hands the lock to the next waiter of the same Client in one request. The
 // real-server tests are in redisbackend/handoff_test.go.
 

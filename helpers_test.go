@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/redisserver"
 	"github.com/fencelock/fencelock/testing/servertest"
@@ -106,3 +107,9 @@ func (h *batchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
+
+// locksOnly is a store of plain locks only, with no capability: the
+// Client refuses the other kinds before sending anything.
+type locksOnly struct{ driver.Store }
+
+func (locksOnly) Supports(k driver.Kind) bool { return k == driver.KindLock }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
@@ -366,7 +367,7 @@ func TestRWLockKilledReaderFreesWriter(t *testing.T) {
 // no longer, however hard other readers poll meanwhile: once the server's
 // clock is past the writer's lease, a reader's single attempt gets in, and
 // a reader that waited (keeping its place alive, as waiting readers do)
-// gets in within one place lease of it (RWPlaceLease: it makes an attempt
+// gets in within one place lease of it (driver.PlaceLease: it makes an attempt
 // at least every third of that, and at the lease's end). The times are
 // the server's, read from the writer's hold and TIME, so that a busy
 // machine delays only the reader's own attempts, which have more than a
@@ -469,8 +470,8 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 			if got.lk.Fence() <= writerFence {
 				t.Errorf("reader's fence %d after the writer's %d, want larger", got.lk.Fence(), writerFence)
 			}
-			if late > fencelock.RWPlaceLease {
-				t.Errorf("the waiting reader got in %v after the writer's lease ended, want within one place lease (%v)", late, fencelock.RWPlaceLease)
+			if late > driver.PlaceLease {
+				t.Errorf("the waiting reader got in %v after the writer's lease ended, want within one place lease (%v)", late, driver.PlaceLease)
 			}
 			if poll {
 				select {

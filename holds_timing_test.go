@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -210,9 +211,9 @@ func TestRWKilledWriterTiming(t *testing.T) {
 				t.Cleanup(func() { other.Close() })
 				ctx := context.Background()
 				const lease = 2 * time.Second
-				w, err := b.AcquireRW(ctx, fencelock.RWRequest{Write: true, Request: fencelock.AcquireRequest{
-					Ref:   fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "doc", Token: "killed-writer"},
-					Owner: "killed-writer", TTL: lease}})
+				w, err := b.Acquire(ctx, driver.Request{
+					Ref:   driver.Ref{Kind: driver.KindWrite, Namespace: fencelock.DefaultNamespace, Key: "doc", Token: "killed-writer"},
+					Owner: "killed-writer", TTL: lease})
 				if err != nil || !w.Acquired {
 					t.Fatalf("the writer's hold: %+v, %v", w, err)
 				}
@@ -327,13 +328,13 @@ func TestHoldsBadInput(t *testing.T) {
 			}
 		}
 
-		plain := fencelock.New(struct{ fencelock.Backend }{memorybackend.New()})
+		plain := fencelock.New(locksOnly{memorybackend.New()})
 		defer plain.Close()
-		if _, err := plain.Semaphore("s", 1).TryAcquire(ctx, time.Second); !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "SemaphoreBackend") {
-			t.Errorf("semaphore on a backend without SemaphoreBackend: %v, want ErrUnsupported naming it", err)
+		if _, err := plain.Semaphore("s", 1).TryAcquire(ctx, time.Second); !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "semaphores") {
+			t.Errorf("semaphore on a store without them: %v, want ErrUnsupported naming them", err)
 		}
-		if _, err := plain.RWLock("x").AcquireRead(ctx, time.Second); !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "RWLockBackend") {
-			t.Errorf("rwlock on a backend without RWLockBackend: %v, want ErrUnsupported naming it", err)
+		if _, err := plain.RWLock("x").AcquireRead(ctx, time.Second); !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "read-write locks") {
+			t.Errorf("rwlock on a store without them: %v, want ErrUnsupported naming them", err)
 		}
 		var nilClient *fencelock.Client
 		if _, err := nilClient.Semaphore("s", 1).Acquire(ctx, time.Second); !errors.Is(err, fencelock.ErrInvalidArgument) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -201,12 +202,12 @@ func TestJobNeedsTickRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memorybackend.New()
 		defer b.Close()
-		c := fencelock.New(struct{ fencelock.Backend }{b})
+		c := fencelock.New(struct{ driver.Store }{b})
 		defer c.Close()
 		job := fencelock.Job{Name: "j", LockAtMost: time.Minute}
 		ran, err := c.RunJob(context.Background(), job, time.Now(), func(context.Context, *fencelock.Lock) error { return nil })
-		if ran || !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "JobTickBackend") {
-			t.Errorf("RunJob without the capability: ran %v, %v; want ErrUnsupported naming JobTickBackend", ran, err)
+		if ran || !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "driver.Ticker") {
+			t.Errorf("RunJob without the capability: ran %v, %v; want ErrUnsupported naming driver.Ticker", ran, err)
 		}
 	})
 }

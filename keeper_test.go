@@ -1,7 +1,7 @@
 package fencelock_test
 
-// Deterministic tests of the lease keeper's schedule (keeper.go) on virtual
-// time (testing/synctest) over testing/memorybackend: which locks each
+// Deterministic tests of the lease keeper's schedule (internal/lease) on
+// virtual time (testing/synctest) over testing/memorybackend: which locks each
 // renewal call carries and when it is made, batches and how many are in
 // flight, releases and losses while renewals wait or are in flight, and the
 // order and instant of loss signals.
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -46,7 +47,7 @@ type kpBackend struct {
 	maxInflight int
 }
 
-func (b *kpBackend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *kpBackend) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	keys := make([]string, len(reqs))
 	for i, r := range reqs {
 		keys[i] = r.Key
@@ -558,7 +559,7 @@ type kpGoroutineBackend struct {
 	ids []string
 }
 
-func (b *kpGoroutineBackend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *kpGoroutineBackend) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	buf := make([]byte, 64)
 	buf = buf[:runtime.Stack(buf, false)]
 	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")

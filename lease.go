@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // The lease of a held Lock, as this process sees it.
@@ -17,12 +19,12 @@ import (
 //
 // Lock order. A Lock's lease fields (ttl, deadline, nextRenew, renewing,
 // turnFree) and its end state (releasing, err, done, onEnd) are guarded by
-// Lock.mu. The lease keeper guards its schedule, and each Lock's place in it
-// (slot, schedRenewal), with leaseKeeper.mu, and takes a Lock.mu while
+// Lock.mu. The lease keeper (internal/lease) guards its schedule, and each
+// Lock's place in it (kept), with its own mutex, and takes a Lock.mu while
 // holding it; nothing else may nest them. Code holding either never calls
-// the backend or a callback, and code holding a Lock.mu never calls into the
-// keeper. The keeper holds its mu only for bounded work (a few hundred
-// schedule entries at most), never across a backend call.
+// the store or a callback, and code holding a Lock.mu never calls into the
+// keeper. The keeper holds its mutex only for bounded work (a few hundred
+// schedule entries at most), never across a store call.
 
 // localLease is how long after sending the request that granted or renewed
 // a lease of ttl the lock still counts as held here: ttl less the margin.
@@ -31,8 +33,8 @@ func (c *Client) localLease(ttl time.Duration) time.Duration {
 }
 
 // grantedEnd is the local deadline of a lease of ttl granted by a request
-// sent at sent, whose backend reported validity (AcquireResult.Validity,
-// RenewResult.Validity; 0: the lease is ttl).
+// sent at sent, whose backend reported validity (driver.Result.Validity,
+// driver.RenewResult.Validity; 0: the lease is ttl).
 func (c *Client) grantedEnd(sent time.Time, ttl, validity time.Duration) time.Time {
 	if validity > 0 {
 		ttl = validity
@@ -82,7 +84,7 @@ func (l *Lock) renewalTurnLocked() <-chan struct{} {
 //     request was certainly not sent: ErrNotSent); the keeper retries soon.
 //   - A refusal of the client's configuration (ErrMisconfigured): the lock
 //     is lost at once; nothing is retried.
-func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult) {
+func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res driver.RenewResult) {
 	c := l.client
 	l.mu.Lock()
 	l.endRenewalTurnLocked()
@@ -128,13 +130,6 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res RenewResult)
 	}
 }
 
-// renewTimeout bounds one automatic renewal request: half the interval, so
-// that a request the server never answers leaves time to retry before the
-// lease deadline.
-func renewTimeout(interval time.Duration) time.Duration {
-	return max(interval/2, time.Millisecond)
-}
-
 // renewRetryDelay is the pause before retrying a renewal that failed with an
 // error: a quarter of the interval, so that several retries fit in the lease.
 func renewRetryDelay(interval time.Duration) time.Duration {
@@ -144,8 +139,8 @@ func renewRetryDelay(interval time.Duration) time.Duration {
 // renewalDue reports whether l may go in a renewal batch gathered now: it is
 // due, or due within a fifth of its interval. The keeper wakes when a lock is
 // due; locks due soon after go along, a little early, while the batch has
-// room or the wake-up's burst has (renewBurst), so that locks due at about
-// the same time share a round trip and a wake-up (see leaseKeeper.tick).
+// room or the wake-up's burst has, so that locks due at about
+// the same time share a round trip and a wake-up (see lease.Keeper).
 // l.mu must be held.
 func (l *Lock) renewalDue(now time.Time) bool {
 	return l.autoRenew > 0 && !l.renewing && !now.Before(l.nextRenew.Add(-l.autoRenew/5))
@@ -169,4 +164,97 @@ func latestOf(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// ErrMaxHoldExceeded is the cause of the loss of a lock that was held for
+// the whole of its WithMaxHold bound. The lock's Err (and the cause of its
+// Context and of Do's context) matches both it and ErrLost.
+var ErrMaxHoldExceeded = errors.New("fencelock: maximum hold time exceeded")
+
+// WithMaxHold bounds how long the lock may be held, renewals included: d
+// after the acquiring request was sent, the lease keeper stops renewing it
+// and the lock is lost. Done is closed, Err matches ErrLost and
+// ErrMaxHoldExceeded, the contexts of Context and Do are cancelled with that
+// error, and the hold is released on the server at once (in the
+// background), so that waiters need not sit out the rest of its lease. A
+// stuck task can thus never keep a lock for longer than d, however it is
+// renewed (WithAutoRenew, Do, Refresh).
+//
+// Releasing at once is the choice that matters for the others: a holder
+// that is stuck does not stop when its context is cancelled, whether the
+// lease is released now or runs out a ttl later, and a holder that does
+// stop needs no more time. Any write it still makes is refused by the
+// fencing token (Fence), exactly as after any other loss.
+//
+// d must be at least MinTTL. It may be shorter than the ttl: the lock
+// is then lost after d, like a lease that ran out early.
+func WithMaxHold(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.maxHold, c.maxHoldSet = d, true }
+}
+
+// limitHold applies WithMaxHold to a lock: its local deadline never goes
+// past d after the acquiring request was sent. It runs before the lock is
+// shared with the lease keeper.
+func (l *Lock) limitHold(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	l.maxHold = d
+	l.deadline = earliest(l.deadline, l.holdEnd())
+}
+
+// holdEnd is when WithMaxHold ends the lock (l.maxHold > 0): the local
+// deadline never goes past it.
+func (l *Lock) holdEnd() time.Time { return l.sent.Add(l.maxHold) }
+
+// boundedLocked returns deadline, moved back to the WithMaxHold bound if it
+// is later. l.mu must be held.
+func (l *Lock) boundedLocked(deadline time.Time) time.Time {
+	if l.maxHold <= 0 {
+		return deadline
+	}
+	return earliest(deadline, l.holdEnd())
+}
+
+// maxHoldPassed reports whether the deadline that passed is the WithMaxHold
+// bound, rather than the end of a lease that was not renewed in time.
+func (l *Lock) maxHoldPassed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxHold > 0 && !l.deadline.Before(l.holdEnd())
+}
+
+// keptLock is a Lock as the lease keeper sees it (lease.Holder): the
+// methods the keeper calls, apart from Lock's own.
+type keptLock Lock
+
+func (k *keptLock) Lock()                          { k.mu.Lock() }
+func (k *keptLock) Unlock()                        { k.mu.Unlock() }
+func (k *keptLock) Ref() driver.Ref                { return k.ref }
+func (k *keptLock) RenewInterval() time.Duration   { return k.autoRenew }
+func (k *keptLock) EndedLocked() bool              { return k.err != nil || k.releasing }
+func (k *keptLock) ExpiredLocked(t time.Time) bool { return (*Lock)(k).expiredLocked(t) }
+func (k *keptLock) RenewalDueLocked(t time.Time) bool {
+	return (*Lock)(k).renewalDue(t)
+}
+func (k *keptLock) BeginRenewalLocked()       { (*Lock)(k).beginRenewalLocked() }
+func (k *keptLock) EndRenewalTurnLocked()     { (*Lock)(k).endRenewalTurnLocked() }
+func (k *keptLock) DeadlineLocked() time.Time { return k.deadline }
+func (k *keptLock) Expire()                   { (*Lock)(k).expire() }
+
+func (k *keptLock) RenewRequestLocked() driver.RenewRequest {
+	return driver.RenewRequest{Ref: k.ref, TTL: k.ttl}
+}
+
+func (k *keptLock) FinishRenewal(sent time.Time, ttl time.Duration, res driver.RenewResult) {
+	(*Lock)(k).finishRenewal(sent, ttl, res)
+}
+
+// NextEventLocked is the lock's next renewal, when it renews itself and
+// no renewal is in flight, or else its local deadline.
+func (k *keptLock) NextEventLocked() (time.Time, bool) {
+	if k.autoRenew > 0 && !k.renewing && k.nextRenew.Before(k.deadline) {
+		return k.nextRenew, true
+	}
+	return k.deadline, false
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/internal/lease"
 )
 
 // Lock is one acquisition of a lock, or a hold of another primitive: a
@@ -22,12 +25,12 @@ import (
 // accepted: that check is what makes a late write harmless.
 type Lock struct {
 	client    *Client
-	ref       LockRef // with the hold's Kind: every request for it goes to the store with it
+	ref       driver.Ref // with the hold's Kind: every request for it goes to the store with it
 	fence     int64
 	holds     int
 	autoRenew time.Duration // 0: no automatic renewal
 	// sent is when the acquiring request was sent. WithMaxHold's bound
-	// (maxhold.go) counts from it, and so does the hold time Hooks report.
+	// (lease.go) counts from it, and so does the hold time Hooks report.
 	sent    time.Time
 	maxHold time.Duration // WithMaxHold; 0: no bound
 	// tombstone is set when an attempt of this acquisition may still reach
@@ -36,17 +39,17 @@ type Lock struct {
 	tombstone bool
 	kind      Kind // ref.Kind, for Hooks (observer.go)
 	counted   bool // counted in the Client's waitQueues.held (a plain lock); set before it is shared
-	notify    bool // releases set ReleaseRequest.Notify (Campaign); set before it is shared
+	notify    bool // releases set driver.ReleaseRequest.Notify (Campaign); set before it is shared
 
-	// The lease keeper's bookkeeping, guarded by leaseKeeper.mu (keeper.go).
-	slot         int32 // 1 + the lock's place in the keeper's schedule; 0: not in it
-	schedRenewal bool  // its schedule entry is its next renewal, not its deadline
+	// kept is the lock's place in the lease keeper's schedule, guarded by
+	// the keeper (internal/lease; lease.go).
+	kept lease.Entry
 
 	mu        sync.Mutex // guards the fields below; see lease.go for the lock order
 	renewing  bool       // a renewal (the keeper's or Refresh's) is in flight
 	releasing bool       // Release or Close has begun: no renewal starts any more
 	signalled bool       // end has run the whenEnded callbacks and closed Done
-	yielded   bool       // the release woke another process for its turn (ReleaseResult.Yielded): end leaves the Client's next waiter asleep
+	yielded   bool       // the release woke another process for its turn (driver.ReleaseResult.Yielded): end leaves the Client's next waiter asleep
 	ttl       time.Duration
 	unsettled time.Duration // the shortest ttl of a request for this hold whose outcome is unknown; 0: none (lease.go)
 	deadline  time.Time     // local lease deadline (lease.go)
@@ -58,7 +61,7 @@ type Lock struct {
 	nextID    uint64
 }
 
-func newLock(c *Client, req AcquireRequest, res AcquireResult, autoRenew time.Duration, sent time.Time, tombstone bool) *Lock {
+func newLock(c *Client, req driver.Request, res driver.Result, autoRenew time.Duration, sent time.Time, tombstone bool) *Lock {
 	var unsettled time.Duration
 	if tombstone {
 		// The attempt still on its way would be a retry, setting the
@@ -280,7 +283,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	deadline := l.deadline
 	l.mu.Unlock()
 	if deadline.Before(before) {
-		l.client.leases.reschedule(l)
+		l.client.leases.Reschedule(&l.kept)
 	}
 
 	res, err := l.sendRefresh(ctx, ttl, deadline)
@@ -293,7 +296,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.mu.Unlock()
 	}
 	l.finishRenewal(sent, ttl, res)
-	l.client.leases.reschedule(l)
+	l.client.leases.Reschedule(&l.kept)
 	switch {
 	case res.Err != nil:
 		return l.client.unavailable(ctx, "refresh", l.ref.Key, 1, sent, res.Err)
@@ -308,19 +311,19 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // it comes too late, the lock will have been declared lost by then. It
 // returns the renewal's result, and err, the request's own error (res.Err
 // then too).
-func (l *Lock) sendRefresh(ctx context.Context, ttl time.Duration, deadline time.Time) (res RenewResult, err error) {
+func (l *Lock) sendRefresh(ctx context.Context, ttl time.Duration, deadline time.Time) (res driver.RenewResult, err error) {
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if err := rctx.Err(); err != nil {
 		err = fmt.Errorf("%w: %w", ErrNotSent, err)
-		return RenewResult{Err: err}, err
+		return driver.RenewResult{Err: err}, err
 	}
-	results, err := l.client.store.Renew(rctx, []RenewRequest{{Ref: l.ref, TTL: ttl}})
+	results, err := l.client.store.Renew(rctx, []driver.RenewRequest{{Ref: l.ref, TTL: ttl}})
 	if err == nil && len(results) != 1 {
 		err = fmt.Errorf("backend returned %d results for 1 renewal", len(results))
 	}
 	if err != nil {
-		return RenewResult{Err: err}, err
+		return driver.RenewResult{Err: err}, err
 	}
 	return results[0], nil
 }
@@ -431,7 +434,7 @@ func (l *Lock) end(err error) bool {
 	if done != nil {
 		close(done)
 	}
-	l.client.leases.remove(l)
+	l.client.leases.Remove(&l.kept)
 	if l.counted {
 		// After a release that yielded to another process, this Client's
 		// next waiter waits to be woken for its own turn.

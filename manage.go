@@ -11,8 +11,8 @@ import (
 )
 
 // Management by key: what a process can learn and do about a lock it holds
-// no *Lock for. Inspect and ForceRelease need a backend that implements
-// LockInspector; ReleaseToken works on every backend.
+// no *Lock for. Inspect and ForceRelease need a store that can report a
+// lock's holds (driver.Inspector); ReleaseToken works on every store.
 
 // LockInfo is the state of one name as the backend sees it: its plain lock
 // and the holds of the semaphore and the read-write lock of the same name
@@ -25,8 +25,8 @@ type HoldInfo = driver.HoldInfo
 // Inspect returns the state of the lock named key: whether it is held, by
 // whom, with which fence, its holds and their remaining leases, and the
 // holds of the semaphore and the read-write lock of the same name
-// (LockInfo.Others). It changes nothing. It returns an error matching ErrUnsupported when the backend does
-// not implement LockInspector, and one matching ErrUnavailable when the
+// (LockInfo.Others). It changes nothing. It returns an error matching ErrUnsupported when the store cannot
+// report a lock's holds (driver.Inspector), and one matching ErrUnavailable when the
 // backend could not be asked.
 func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if c == nil {
@@ -58,14 +58,14 @@ func (c *Client) inspect(ctx context.Context, inspector driver.Inspector, key st
 }
 
 // inspector checks the arguments of a call by key and returns the
-// backend's LockInspector, or an error naming what is missing.
+// store's driver.Inspector, or an error naming what is missing.
 func (c *Client) inspector(op, key string) (driver.Inspector, error) {
 	if err := c.checkKey(op, key); err != nil {
 		return nil, err
 	}
 	inspector := c.holdsOf
 	if inspector == nil {
-		return nil, lockError(op, key, fmt.Errorf("%w: %T does not implement LockInspector", ErrUnsupported, c.backend))
+		return nil, lockError(op, key, fmt.Errorf("%w: %T cannot report a lock's holds (driver.Inspector)", ErrUnsupported, c.store))
 	}
 	return inspector, nil
 }
@@ -114,7 +114,7 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 		return 0, invalid("token", token, "must not be empty")
 	}
 	ref := c.ref(key, token)
-	res, err := c.sendRelease(ctx, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
+	res, err := c.sendRelease(ctx, driver.ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {
@@ -138,8 +138,9 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 // after a lost reply counts the hold as released by the first request;
 // without it (another process's hold) the retry reports ErrNotHeld, never
 // a guess.
-func (c *Client) heldUntilHere(ref LockRef) time.Time {
-	if lk := c.leases.find(ref); lk != nil {
+func (c *Client) heldUntilHere(ref driver.Ref) time.Time {
+	if h := c.leases.Find(ref); h != nil {
+		lk := (*Lock)(h.(*keptLock))
 		return lk.Deadline()
 	}
 	return time.Time{}
@@ -149,8 +150,9 @@ func (c *Client) heldUntilHere(ref LockRef) time.Time {
 // lost: the hold was released by its token, not through the *Lock. Its
 // end also lets the Client's waiters for the key attempt again (they make
 // none while the Client holds the key).
-func (c *Client) endHere(ref LockRef, reason string) {
-	if lk := c.leases.find(ref); lk != nil {
+func (c *Client) endHere(ref driver.Ref, reason string) {
+	if h := c.leases.Find(ref); h != nil {
+		lk := (*Lock)(h.(*keptLock))
 		lk.lose(LostGone, reason, false)
 	}
 }
@@ -183,8 +185,8 @@ const maxForceRounds = 5
 // process, at its next renewal.
 //
 // It returns the state the name had before, of every kind (AnyHeld false:
-// nothing was held, and nothing was done). It needs a backend that
-// implements LockInspector (ErrUnsupported otherwise) and returns an error
+// nothing was held, and nothing was done). It needs a store that
+// can report a lock's holds (driver.Inspector; ErrUnsupported otherwise) and returns an error
 // matching ErrUnavailable when the backend could not be reached, and one
 // matching ErrNotAcquired when the lock's owner kept re-entering it faster
 // than it could be freed.
@@ -338,17 +340,11 @@ func (f *forcing) logDone(err error) {
 // released since it was seen is simply not found: that is what we want.
 func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, reason string) (bool, error) {
 	if !c.store.Supports(h.Kind) {
-		switch h.Kind {
-		case KindSemaphore:
-			return false, lockError("force release", key, fmt.Errorf("%w: a permit, but %T does not implement SemaphoreBackend", ErrUnsupported, c.backend))
-		case KindRead, KindWrite:
-			return false, lockError("force release", key, fmt.Errorf("%w: a read-write hold, but %T does not implement RWLockBackend", ErrUnsupported, c.backend))
-		}
-		return false, lockError("force release", key, fmt.Errorf("%w: a %v hold", ErrUnsupported, h.Kind))
+		return false, lockError("force release", key, fmt.Errorf("%w: a %v hold, which %T does not keep", ErrUnsupported, h.Kind, c.store))
 	}
 	ref := c.ref(key, h.Token)
 	ref.Kind = h.Kind
-	res, err := c.sendRelease(ctx, ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
+	res, err := c.sendRelease(ctx, driver.ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {

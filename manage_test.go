@@ -198,20 +198,20 @@ func TestForceRelease(t *testing.T) {
 	}
 }
 
-// A backend without LockInspector: Inspect and ForceRelease say so
+// A store without an Inspector: Inspect and ForceRelease say so
 // (ErrUnsupported, naming the interface); ReleaseToken works on every
 // backend.
 func TestManageUnsupported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := tmNewEnv(t)
-		c := e.client("a") // tmShared hides everything but Backend and ReleaseNotifier
+		c := e.client("a") // tmShared has no Inspector
 		ctx := context.Background()
 		lk, err := c.TryAcquire(ctx, "k", time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Inspect(ctx, "k"); !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "LockInspector") {
-			t.Errorf("Inspect: %v, want ErrUnsupported naming LockInspector", err)
+		if _, err := c.Inspect(ctx, "k"); !errors.Is(err, fencelock.ErrUnsupported) || !strings.Contains(err.Error(), "driver.Inspector") {
+			t.Errorf("Inspect: %v, want ErrUnsupported naming driver.Inspector", err)
 		}
 		if _, err := c.ForceRelease(ctx, "k", "test"); !errors.Is(err, fencelock.ErrUnsupported) {
 			t.Errorf("ForceRelease: %v, want ErrUnsupported", err)

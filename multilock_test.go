@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -144,7 +145,7 @@ func TestDoAllLossFoundByRelease(t *testing.T) {
 // Bad input is refused, naming it, before anything is sent.
 func TestAcquireAllBadInput(t *testing.T) {
 	b := memorybackend.New()
-	c := fencelock.New(struct{ fencelock.Backend }{b})
+	c := fencelock.New(struct{ driver.Store }{b})
 	defer b.Close()
 	defer c.Close()
 	ctx := context.Background()

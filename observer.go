@@ -196,7 +196,7 @@ type AcquireEvent struct {
 	Kind     Kind
 	Outcome  AcquireOutcome
 	Wait     time.Duration // from the start of the call to its end, attempts included
-	Attempts int           // acquire requests sent (0 when refused before any, or when a release by another goroutine of the Client handed the lock over: see HandOffBackend)
+	Attempts int           // acquire requests sent (0 when refused before any, or when a release by another goroutine of the Client handed the lock over: see driver.Lines.HandOff)
 	Fence    int64         // the Lock's fence when acquired, else 0
 	Err      error         // the call's error; nil when acquired
 }
@@ -356,15 +356,15 @@ func (l *Lock) noteLost(reason LostReason) {
 }
 
 // noteRenewals reports a renewal batch sent at sent, with its results.
-func (k *leaseKeeper) noteRenewals(sent time.Time, results []RenewResult, err error, n int) {
-	h := k.c.hooks.RenewalDone
+func (c *Client) noteRenewals(sent time.Time, results []driver.RenewResult, err error, n int) {
+	h := c.hooks.RenewalDone
 	if h == nil {
 		return
 	}
 	ev := RenewalEvent{Locks: n, Duration: time.Since(sent)}
 	// Close cancels the renewals still in flight once it has released
-	// their locks (stop): those did not fail.
-	closing := k.ctx.Err() != nil
+	// their locks (Stop): those did not fail.
+	closing := c.leases.Stopped()
 	for i := range n {
 		switch {
 		case err != nil || results[i].Err != nil:

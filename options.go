@@ -1,9 +1,17 @@
 package fencelock
 
 import (
+	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fencelock/fencelock/driver"
 )
@@ -19,7 +27,7 @@ type clientConfig struct {
 	safetyMargin   float64 // fraction of a lease the local deadline ends early
 	marginErr      error   // an invalid WithSafetyMargin, reported by every call
 	hooks          []Hooks // WithHooks (observer.go), merged by New
-	identity       string  // WithIdentity (identity.go); "" stores none
+	identity       string  // WithIdentity; "" stores none
 	identityErr    error   // an invalid WithIdentity, reported by every call
 }
 
@@ -131,9 +139,9 @@ type acquireConfig struct {
 	retry          RetryStrategy
 	maxFailures    int // consecutive failed attempts before giving up; 0: no limit
 	maxFailuresSet bool
-	maxHold        time.Duration // WithMaxHold (maxhold.go); 0: no bound
+	maxHold        time.Duration // WithMaxHold (lease.go); 0: no bound
 	maxHoldSet     bool
-	fair           bool // WithFairness: wait in the server's line (fair.go)
+	fair           bool // WithFairness: wait in the server's line (acquire.go)
 	// kind is the kind of hold the call takes: the plain lock, a semaphore
 	// permit, a read or write hold (semaphore.go, rwlock.go).
 	kind Kind
@@ -144,17 +152,17 @@ type acquireConfig struct {
 	// registered.
 	keepAlive time.Duration
 	// notify makes the acquisition and every release of the hold wake the
-	// backend's watchers (AcquireRequest.Notify, ReleaseRequest.Notify):
+	// backend's watchers (driver.Request.Notify, driver.ReleaseRequest.Notify):
 	// Campaign's, for Observe.
 	notify bool
-	// tick is the tick a RunJob acquisition claims (JobTickBackend); nil
+	// tick is the tick a RunJob acquisition claims (driver.Ticker); nil
 	// for every other acquisition.
 	tick *tickClaim
 }
 
 // notifyWatchers makes the hold's acquisition wake change watchers, and its
 // releases wake release watchers even when no acquire was refused
-// (AcquireRequest.Notify, ReleaseRequest.Notify).
+// (driver.Request.Notify, driver.ReleaseRequest.Notify).
 func notifyWatchers() AcquireOption {
 	return func(c *acquireConfig) { c.notify = true }
 }
@@ -209,7 +217,7 @@ func WithMaxFailures(n int) AcquireOption {
 // ExponentialBackoff{Min: 10ms, Max: 1s}. A fair waiter (WithFairness) that
 // receives notifications has no use for it: the store tells it alone when
 // its turn comes, so it attempts only to renew its place in line (every
-// third of FairPlaceLease) or when the holder's lease ends; the timer is
+// third of driver.PlaceLease) or when the holder's lease ends; the timer is
 // its fallback without notifications and after failures.
 func WithRetry(strategy RetryStrategy) AcquireOption {
 	return func(c *acquireConfig) { c.retry = strategy }
@@ -285,4 +293,170 @@ func (c *Client) checkRenewInterval(interval, ttl time.Duration) error {
 			"must be positive and shorter than the local lease %v (the ttl %v less the safety margin)", local, ttl))
 	}
 	return nil
+}
+
+type ownerKey struct{}
+
+// WithOwner returns a context that makes acquisitions re-entrant for owner:
+// acquiring a key that owner already holds (through any Client on the same
+// backend) succeeds at once with the same fencing token and one more hold;
+// the lock is freed when every hold has been released. The context carries
+// the owner along the call chain, as a thread identity does elsewhere.
+//
+// owner must identify one logical holder across all processes (for example a
+// process id plus a job id): two processes that use the same owner share the
+// lock. Without WithOwner nothing re-enters: a second acquisition of a held
+// key waits like any other.
+//
+// It panics when ctx is nil, as context.WithValue does.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	mustContext("WithOwner", ctx)
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// OwnerFromContext returns the owner set by WithOwner, if any. It panics
+// when ctx is nil.
+func OwnerFromContext(ctx context.Context) (owner string, ok bool) {
+	mustContext("OwnerFromContext", ctx)
+	owner, ok = ctx.Value(ownerKey{}).(string)
+	return owner, ok
+}
+
+// MaxIdentityLen is the longest identity WithIdentity accepts, in bytes.
+const MaxIdentityLen = 256
+
+// WithIdentity makes the Client store identity with every lock it takes,
+// for operators: "fencelock ls" and "fencelock inspect", the dashboard and
+// Client.Inspect (LockInfo.Identity) show who holds a lock, where the owner
+// token says nothing. DefaultIdentity gives host:pid; any short text works
+// ("billing-7 pid 4242", a pod name). It is informational only: it plays no
+// part in ownership (that is WithOwner's) or fencing.
+//
+// The identity is recorded by the acquisition that takes a free lock; a
+// re-entry keeps the first one. The Redis backend stores it in the lock's
+// hash (field id) within the acquire script, and only when it is set, so a
+// Client without it sends and stores nothing more. Backends that do not
+// record it ignore it; acquisitions made through the line of fair waiters
+// (WithFairness), semaphore permits and read/write holds do not record it.
+//
+// identity must be valid UTF-8 of at most MaxIdentityLen bytes without
+// control characters (it is printed in tables and log lines); otherwise
+// Check and every acquire fail with an error matching ErrInvalidArgument.
+// An empty identity stores nothing.
+func WithIdentity(identity string) Option {
+	return func(c *clientConfig) {
+		c.identity, c.identityErr = identity, checkIdentity(identity)
+	}
+}
+
+// DefaultIdentity returns "host:pid", this process's host name and process
+// id, for WithIdentity: enough for an operator to find the holder of a
+// stuck lock. The host is "unknown-host" when the system does not say.
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+// checkIdentity refuses an identity that cannot be shown on one line.
+func checkIdentity(identity string) error {
+	switch {
+	case len(identity) > MaxIdentityLen:
+		return invalid("WithIdentity identity", identity, fmt.Sprintf("must be at most %d bytes, is %d", MaxIdentityLen, len(identity)))
+	case !utf8.ValidString(identity):
+		return invalid("WithIdentity identity", identity, "must be valid UTF-8")
+	}
+	for _, r := range identity {
+		if unicode.IsControl(r) {
+			return invalid("WithIdentity identity", identity, fmt.Sprintf("must not contain control characters (%U)", r))
+		}
+	}
+	return nil
+}
+
+// randomToken returns 128 random bits, base64url without padding (22 bytes).
+func randomToken() (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// shortToken shortens a token for logs: enough to tell holders apart, too
+// little to release someone else's lock with.
+func shortToken(token string) string {
+	if len(token) > 8 {
+		return token[:8]
+	}
+	return token
+}
+
+// RetryStrategy chooses the fallback timer of a waiting Acquire: how long to
+// wait after a failed attempt when no release notification comes. The Client
+// always cuts the delay short at the holder's remaining lease and at the end
+// of the wait.
+type RetryStrategy interface {
+	// Backoff returns the delay after the given number of failed attempts
+	// (1 after the first).
+	Backoff(failures int) time.Duration
+}
+
+// ExponentialBackoff doubles the delay from Min up to Max, and spreads each
+// delay uniformly over its upper half so that waiters do not retry in step.
+type ExponentialBackoff struct {
+	Min time.Duration // first delay, > 0
+	Max time.Duration // largest delay, >= Min
+}
+
+var defaultRetry RetryStrategy = ExponentialBackoff{Min: 10 * time.Millisecond, Max: time.Second}
+
+// Backoff implements RetryStrategy.
+func (b ExponentialBackoff) Backoff(failures int) time.Duration {
+	d := b.Min
+	for i := 1; i < failures && d < b.Max; i++ {
+		if d > b.Max/2 {
+			d = b.Max // doubling would pass Max (or overflow)
+			break
+		}
+		d *= 2
+	}
+	return jitter(min(d, b.Max))
+}
+
+func (b ExponentialBackoff) validate() error {
+	if b.Min <= 0 {
+		return invalid("ExponentialBackoff.Min", b.Min, "must be positive")
+	}
+	if b.Max < b.Min {
+		return invalid("ExponentialBackoff.Max", b.Max, "must not be less than Min "+b.Min.String())
+	}
+	return nil
+}
+
+// ConstantBackoff retries after about the same delay each time, spread
+// uniformly over [Delay/2, Delay].
+type ConstantBackoff struct {
+	Delay time.Duration // > 0
+}
+
+// Backoff implements RetryStrategy.
+func (b ConstantBackoff) Backoff(int) time.Duration { return jitter(b.Delay) }
+
+func (b ConstantBackoff) validate() error {
+	if b.Delay <= 0 {
+		return invalid("ConstantBackoff.Delay", b.Delay, "must be positive")
+	}
+	return nil
+}
+
+// jitter returns a duration drawn uniformly from [d/2, d].
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
 }

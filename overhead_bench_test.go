@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -24,12 +25,12 @@ func BenchmarkClientOverhead(b *testing.B) {
 
 	b.Run("backend", func(b *testing.B) {
 		b.ReportAllocs()
-		ref := fencelock.LockRef{Key: "backend", Token: "token"}
+		ref := driver.Ref{Key: "backend", Token: "token"}
 		for b.Loop() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := be.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: ref.Token, TTL: ttl})
+			_, err := be.Acquire(ctx, driver.Request{Ref: ref, Owner: ref.Token, TTL: ttl})
 			if err == nil {
-				_, err = be.Release(ctx, fencelock.ReleaseRequest{Ref: ref})
+				_, err = be.Release(ctx, driver.ReleaseRequest{Ref: ref})
 			}
 			cancel()
 			if err != nil {

@@ -1,6 +1,10 @@
 package fencelock
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/fencelock/fencelock/driver"
+)
 
 // waitQueues line up the goroutines of one Client that wait for the same
 // key. Only the head of a line contends with other processes (one attempt
@@ -40,9 +44,9 @@ type place struct {
 	wake         chan struct{} // a release by this Client; buffered
 	turnTaken    bool          // the owner of the place has seen its turn come (its own field)
 
-	// For hand-offs (HandOffBackend): the waiter's acquire request, and the
+	// For hand-offs (driver.Lines.HandOff): the waiter's acquire request, and the
 	// lock a release handed it (buffered, at most one: one offer at a time).
-	req    AcquireRequest
+	req    driver.Request
 	handed chan handedLock
 
 	// Guarded by the waitQueues' mutex.
@@ -56,7 +60,7 @@ type place struct {
 func (w *place) reentrant() bool { return w.req.Owner != w.req.Token }
 
 // handOffable reports whether a hand-off can serve the waiter. It takes the
-// lock for the waiter's token as its own owner (HandOffBackend), so it
+// lock for the waiter's token as its own owner (driver.Lines.HandOff), so it
 // cannot serve a re-entrant waiter, whose hold must carry its owner (so
 // that the owner's other acquisitions re-enter it); and it does not tell
 // change watchers of the new holder, which a waiter with Notify
@@ -82,7 +86,7 @@ func (q *waitQueues) waiting(key string) bool {
 }
 
 // join adds a waiter, whose acquire request is req, at the end of key's line.
-func (q *waitQueues) join(key string, req AcquireRequest) *place {
+func (q *waitQueues) join(key string, req driver.Request) *place {
 	w := &place{turn: make(chan struct{}), wake: make(chan struct{}, 1), req: req, handed: make(chan handedLock, 1)}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -137,7 +141,7 @@ func (q *waitQueues) released(key string) {
 }
 
 // offer picks the head of key's line for a release that may hand it the
-// lock (HandOffBackend): nil when no one waits, or an offer to the head is
+// lock (driver.Lines.HandOff): nil when no one waits, or an offer to the head is
 // already in flight, or the head is leaving, or the head is one a hand-off
 // cannot serve (handOffable). The caller must settle it. Without an offer
 // the release wakes the head, which attempts at once.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // tombstoneLife is how long the backend refuses an acquire with a token
@@ -76,14 +78,14 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	l.releasing = true
 	heldUntil := l.deadline
 	l.mu.Unlock()
-	c.leases.remove(l)
+	c.leases.Remove(&l.kept)
 
 	released := ErrReleased
 	if cause != nil {
 		released = fmt.Errorf("%w: %w", ErrReleased, cause)
 	}
 	var offer *place // the waiter of this Client that the release may hand the lock to
-	if l.kind == KindLock && c.handsOff && !c.noHandOff.Load() && !c.closed() {
+	if l.kind == KindLock && c.lines != nil && !c.closed() {
 		offer = c.queues.offer(l.ref.Key)
 	}
 	res, err := c.sendReleaseTo(ctx, l.releaseRequest(), heldUntil, offer)
@@ -124,8 +126,8 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 }
 
 // releaseRequest is the request that gives up l's hold.
-func (l *Lock) releaseRequest() ReleaseRequest {
-	req := ReleaseRequest{Ref: l.ref, Notify: l.notify}
+func (l *Lock) releaseRequest() driver.ReleaseRequest {
+	req := driver.ReleaseRequest{Ref: l.ref, Notify: l.notify}
 	if l.tombstone {
 		req.Tombstone = tombstoneLife
 	}
@@ -138,14 +140,14 @@ func (l *Lock) releaseRequest() ReleaseRequest {
 // request was sent: a later request that finds the hold gone, after one whose
 // reply was lost, means that one was applied, since the lease cannot have
 // ended before heldUntil.
-func (c *Client) sendRelease(ctx context.Context, req ReleaseRequest, heldUntil time.Time) (ReleaseResult, error) {
+func (c *Client) sendRelease(ctx context.Context, req driver.ReleaseRequest, heldUntil time.Time) (driver.ReleaseResult, error) {
 	return c.sendReleaseTo(ctx, req, heldUntil, nil)
 }
 
 // sendReleaseTo is sendRelease whose first request hands the lock, if it
 // frees it, to the waiter at offer (nil: none; see releaseHandingOff). A
 // second request only releases.
-func (c *Client) sendReleaseTo(ctx context.Context, req ReleaseRequest, heldUntil time.Time, offer *place) (ReleaseResult, error) {
+func (c *Client) sendReleaseTo(ctx context.Context, req driver.ReleaseRequest, heldUntil time.Time, offer *place) (driver.ReleaseResult, error) {
 	ctx, cancel := c.detached(ctx)
 	defer cancel()
 	start := time.Now()
@@ -154,7 +156,7 @@ func (c *Client) sendReleaseTo(ctx context.Context, req ReleaseRequest, heldUnti
 	for try := 1; try <= releaseAttempts; try++ {
 		sent := now()
 		actx, acancel := boundBy(ctx, time.Now().Add(releaseAttemptTimeout), nil)
-		var res ReleaseResult
+		var res driver.ReleaseResult
 		var err error
 		if offer != nil {
 			res, err = c.releaseHandingOff(actx, req, offer)
@@ -183,7 +185,7 @@ func (c *Client) sendReleaseTo(ctx context.Context, req ReleaseRequest, heldUnti
 			break
 		}
 	}
-	return ReleaseResult{}, c.unavailable(ctx, "release", req.Key, releaseAttempts, start, lastErr)
+	return driver.ReleaseResult{}, c.unavailable(ctx, "release", req.Key, releaseAttempts, start, lastErr)
 }
 
 // releaser finishes releases that could not be confirmed when they were
@@ -210,7 +212,7 @@ type releaser struct {
 // pendingRelease is one release to retry until the server answers, or until
 // giveUp.
 type pendingRelease struct {
-	req    ReleaseRequest
+	req    driver.ReleaseRequest
 	giveUp time.Time
 }
 
@@ -233,7 +235,7 @@ func newReleaser(c *Client) *releaser {
 }
 
 // add queues a release of a hold (of req.Kind) with lease ttl.
-func (r *releaser) add(req ReleaseRequest, ttl time.Duration) {
+func (r *releaser) add(req driver.ReleaseRequest, ttl time.Duration) {
 	giveUp := time.Now().Add(max(2*ttl, time.Minute))
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -332,4 +334,64 @@ func (r *releaser) close(timeout time.Duration) error {
 		return fmt.Errorf("fencelock: up to %d releases not confirmed within %v; their leases will lapse on the server", left, timeout)
 	}
 	return nil
+}
+
+// handedLock is a lock a release by this Client handed to one of its
+// waiters (driver.Lines.HandOff).
+type handedLock struct {
+	res driver.Result
+	// sent is when the release request was sent: the store began the
+	// waiter's lease after that, so the waiter's local deadline counts
+	// from it.
+	sent time.Time
+}
+
+// releaseHandingOff sends one release request of req that hands the lock,
+// if it frees it, to the waiter at place p (see waitQueues.offer), and
+// settles the offer: the waiter gets the lock, or learns that its token may
+// hold it (an error: the request may have been applied), or nothing.
+func (c *Client) releaseHandingOff(ctx context.Context, req driver.ReleaseRequest, p *place) (driver.ReleaseResult, error) {
+	next := p.req
+	next.FenceFloor = c.maxFence.Load()
+	sent := now()
+	res, got, err := c.lines.HandOff(ctx, req, next)
+	switch {
+	case err == nil && got.Acquired:
+		c.queues.settle(p, &handedLock{res: got, sent: sent}, false)
+	case err == nil || errors.Is(err, ErrNotSent) || errors.Is(err, ErrInvalidArgument):
+		c.queues.settle(p, nil, false)
+	default:
+		c.queues.settle(p, nil, true)
+	}
+	return res, err
+}
+
+// handedOver returns the Lock a release by this Client handed to the
+// waiter, or nil when there is none or its lease has passed locally (the
+// store may still hold it for the waiter's token: the next attempt, a
+// retry, completes it).
+func (w *waiter) handedOver() *Lock {
+	if w.place == nil {
+		return nil
+	}
+	if w.c.queues.takeUnsure(w.place) {
+		w.ambiguous = true // a release that may have handed us the lock failed
+	}
+	var h handedLock
+	select {
+	case h = <-w.place.handed:
+	default:
+		return nil
+	}
+	if !now().Before(w.c.grantedEnd(h.sent, w.req.TTL, h.res.Validity)) {
+		w.ambiguous = true
+		return nil
+	}
+	lk, err := w.c.hold(w.req, w.cfg, h.res, h.sent, w.ambiguous)
+	if err != nil {
+		// Closing: the hold stays on the store; giving up releases it.
+		w.ambiguous = true
+		return nil
+	}
+	return lk
 }

@@ -4,17 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/fencelock/fencelock/driver"
 )
-
-// RWPlaceLease is how long a waiting writer's intent, or a waiting reader's
-// place, stays registered on the server without being renewed; the waiter
-// renews it every third of that while it waits. So a writer that crashes
-// or is paused while it waits keeps new readers out for this long at most,
-// and a reader admitted after a writer that never comes holds the next
-// writer up for this long at most.
-const RWPlaceLease = driver.PlaceLease
 
 // RWLock is a read-write lock shared by every Client of the same backend
 // and namespace: any number of readers at once, or one writer. Make one
@@ -45,8 +35,8 @@ type RWLock struct {
 }
 
 // RWLock returns the read-write lock called name. It does not contact the
-// backend. An empty name or a backend that does not implement
-// RWLockBackend make every acquire fail, with an error matching
+// store. An empty name or a store that does not keep read-write locks
+// (driver.Store.Supports) make every acquire fail, with an error matching
 // ErrInvalidArgument or ErrUnsupported.
 func (c *Client) RWLock(name string) *RWLock {
 	return &RWLock{c: c, name: name}
@@ -64,7 +54,7 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration, opts ..
 
 // AcquireRead takes a read hold with a lease of ttl, waiting while a writer
 // holds the lock or waits for it. It keeps a place on the server while it
-// waits (see RWPlaceLease), which lets it in when the writer releases,
+// waits (see driver.PlaceLease), which lets it in when the writer releases,
 // before the next writer; it withdraws the place when it gives up. The
 // options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
@@ -81,7 +71,7 @@ func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration, opts .
 
 // AcquireWrite takes the write hold with a lease of ttl, waiting until no
 // reader's or writer's lease is live. While it waits, its intent keeps new
-// readers out (see RWPlaceLease); it withdraws the intent when it gives up.
+// readers out (see driver.PlaceLease); it withdraws the intent when it gives up.
 // The options and errors are those of Client.Acquire.
 func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return rw.acquire(ctx, ttl, opts, KindWrite, false)
@@ -96,7 +86,7 @@ func (rw *RWLock) acquire(ctx context.Context, ttl time.Duration, opts []Acquire
 	check := func() error {
 		if !rw.c.store.Supports(kind) {
 			return lockError("acquire", rw.name, fmt.Errorf(
-				"%w: read-write locks need a backend that implements fencelock.RWLockBackend; %T does not", ErrUnsupported, rw.c.backend))
+				"%w: read-write locks need a store that keeps them (driver.Store.Supports); %T does not", ErrUnsupported, rw.c.store))
 		}
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -45,8 +46,8 @@ func TestHugeTTLIsRefusedOrWorks(t *testing.T) {
 		}
 		// The backend refuses it on its own too.
 		b := redisbackend.New(rdb)
-		_, err = b.Acquire(ctx, fencelock.AcquireRequest{
-			Ref: fencelock.LockRef{Namespace: "lock", Key: "huge", Token: "t"}, Owner: "t", TTL: ttl})
+		_, err = b.Acquire(ctx, driver.Request{
+			Ref: driver.Ref{Namespace: "lock", Key: "huge", Token: "t"}, Owner: "t", TTL: ttl})
 		if !errors.Is(err, fencelock.ErrInvalidArgument) {
 			t.Fatalf("redisbackend Acquire with ttl %v: %v, want ErrInvalidArgument", ttl, err)
 		}
@@ -213,7 +214,7 @@ type slowTTL struct {
 	inFlight chan struct{}
 }
 
-func (s *slowTTL) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (s *slowTTL) TTL(ctx context.Context, ref driver.Ref) (time.Duration, error) {
 	d, err := s.Backend.TTL(ctx, ref)
 	s.inFlight <- struct{}{}
 	time.Sleep(s.delay)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Semaphore is a counting semaphore shared by every Client of the same
@@ -32,8 +34,8 @@ type Semaphore struct {
 }
 
 // Semaphore returns the semaphore called name with permits permits. It does
-// not contact the backend. An empty name, a count below 1 or a backend that
-// does not implement SemaphoreBackend make every acquire fail, with an
+// not contact the store. An empty name, a count below 1 or a store that
+// does not keep semaphores (driver.Store.Supports) make every acquire fail, with an
 // error matching ErrInvalidArgument or ErrUnsupported.
 func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	return &Semaphore{c: c, name: name, permits: permits}
@@ -74,7 +76,7 @@ func (s *Semaphore) check() error {
 	}
 	if !s.c.store.Supports(KindSemaphore) {
 		return lockError("acquire", s.name, fmt.Errorf(
-			"%w: semaphores need a backend that implements fencelock.SemaphoreBackend; %T does not", ErrUnsupported, s.c.backend))
+			"%w: semaphores need a store that keeps them (driver.Store.Supports); %T does not", ErrUnsupported, s.c.store))
 	}
 	return nil
 }
@@ -104,7 +106,7 @@ func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration,
 	}
 	cfg.kind = kind
 	if kind == KindRead || kind == KindWrite {
-		cfg.keepAlive = RWPlaceLease / 3 // each attempt renews the waiter's intent or place
+		cfg.keepAlive = driver.PlaceLease / 3 // each attempt renews the waiter's intent or place
 	}
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -57,17 +58,17 @@ func (b *tmBackend) record(ctx context.Context, op memorybackend.Op, n int) {
 	b.mu.Unlock()
 }
 
-func (b *tmBackend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (b *tmBackend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	b.record(ctx, memorybackend.Acquire, 1)
 	return b.Backend.Acquire(ctx, req)
 }
 
-func (b *tmBackend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *tmBackend) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	b.record(ctx, memorybackend.Release, 1)
 	return b.Backend.Release(ctx, req)
 }
 
-func (b *tmBackend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *tmBackend) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	for n := b.notSentRenews.Load(); n > 0; n = b.notSentRenews.Load() {
 		if b.notSentRenews.CompareAndSwap(n, n-1) {
 			return nil, fmt.Errorf("tmBackend: dial refused: %w", fencelock.ErrNotSent)
@@ -77,7 +78,7 @@ func (b *tmBackend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([
 	return b.Backend.Renew(ctx, reqs)
 }
 
-func (b *tmBackend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (b *tmBackend) TTL(ctx context.Context, ref driver.Ref) (time.Duration, error) {
 	b.record(ctx, memorybackend.TTL, 1)
 	return b.Backend.TTL(ctx, ref)
 }
@@ -111,9 +112,9 @@ func (b *tmBackend) renewBatches() []int {
 // tmShared lets several Clients use one backend: it hides Close, which the
 // environment calls once, after the Clients are closed.
 type tmShared struct {
-	fencelock.Backend
-	fencelock.ReleaseNotifier
-	fencelock.JobTickBackend
+	driver.Store
+	driver.Notifier
+	driver.Ticker
 }
 
 // tmEnv is one synctest bubble's backend and clock.
@@ -1304,7 +1305,7 @@ func TestTimingSleepBoundedByHolderLease(t *testing.T) {
 		e := tmNewEnv(t)
 		c := e.client("a")
 		ctx := context.Background()
-		dead := fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: tmNS, Key: "k", Token: "dead"}, Owner: "dead", TTL: 500 * time.Millisecond}
+		dead := driver.Request{Ref: driver.Ref{Namespace: tmNS, Key: "k", Token: "dead"}, Owner: "dead", TTL: 500 * time.Millisecond}
 		if res, err := e.b.Backend.Acquire(ctx, dead); err != nil || !res.Acquired {
 			t.Fatalf("the dead holder's hold: %+v, %v", res, err)
 		}
@@ -2014,13 +2015,13 @@ func TestTimingFenceFloorAcrossForgetfulStore(t *testing.T) {
 // has passed, whether or not the context's own timer has fired yet, as
 // go-redis does: it sets the connection's deadline from the context's, and
 // on a busy machine the i/o timeout can come before the timer.
-type tmDeadlineBackend struct{ fencelock.Backend }
+type tmDeadlineBackend struct{ driver.Store }
 
-func (b tmDeadlineBackend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (b tmDeadlineBackend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return fencelock.AcquireResult{}, fmt.Errorf("%w (write tcp: i/o timeout)", context.DeadlineExceeded)
+		return driver.Result{}, fmt.Errorf("%w (write tcp: i/o timeout)", context.DeadlineExceeded)
 	}
-	return b.Backend.Acquire(ctx, req)
+	return b.Store.Acquire(ctx, req)
 }
 
 // tmLateCtx has a deadline, but is done only when late is closed: a

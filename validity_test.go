@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -14,7 +15,7 @@ import (
 // lease is shorter than asked (a quorum with clock drift) would.
 type validityBackend struct{ *memorybackend.Backend }
 
-func (b validityBackend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (b validityBackend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	res, err := b.Backend.Acquire(ctx, req)
 	if res.Acquired {
 		res.Validity = req.TTL / 2
@@ -22,7 +23,7 @@ func (b validityBackend) Acquire(ctx context.Context, req fencelock.AcquireReque
 	return res, err
 }
 
-func (b validityBackend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b validityBackend) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	res, err := b.Backend.Renew(ctx, reqs)
 	for i := range res {
 		if res[i].Held {
@@ -33,7 +34,7 @@ func (b validityBackend) Renew(ctx context.Context, reqs []fencelock.RenewReques
 }
 
 // The Client's local deadline follows the validity the backend reports
-// (AcquireResult.Validity, RenewResult.Validity), not the ttl it asked for:
+// (driver.Result.Validity, driver.RenewResult.Validity), not the ttl it asked for:
 // the safety margin is taken off the validity, from before the request.
 func TestValidityBoundsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 )
@@ -86,8 +87,8 @@ func TestWaiterTakesExpiredLease(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	for i := range 8 {
 		key := fmt.Sprintf("crash-%d", i)
-		res, err := crashed.Acquire(ctx, fencelock.AcquireRequest{
-			Ref:   fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: key, Token: fmt.Sprintf("crashed-%d", i)},
+		res, err := crashed.Acquire(ctx, driver.Request{
+			Ref:   driver.Ref{Namespace: fencelock.DefaultNamespace, Key: key, Token: fmt.Sprintf("crashed-%d", i)},
 			Owner: "crashed",
 			TTL:   ttl,
 		})

@@ -19,7 +19,7 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 //   - a release notification from the backend (watch),
 //   - a release by another goroutine of this Client (its place in the
 //     Client's line for the key, queue.go), which may hand it the lock
-//     (HandOffBackend, handoff.go),
+//     (driver.Lines.HandOff, release.go),
 //   - the fallback timer: the retry strategy's backoff, cut short at the
 //     holder's remaining lease,
 //   - the end of the wait: the caller's context, WithWait, Close, too
@@ -30,7 +30,7 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 // completed by the next one instead of leaving a hold behind.
 type waiter struct {
 	c      *Client
-	req    AcquireRequest
+	req    driver.Request
 	cfg    acquireConfig
 	parent context.Context // the caller's context
 	ctx    context.Context // parent, bounded by WithWait and Close
@@ -38,8 +38,8 @@ type waiter struct {
 
 	waitStart time.Time // when the call began to wait, for Hooks; zero until then, or without hooks
 
-	place *place // this call's place in the Client's line for the key; nil until it lines up
-	watch *Watch // release notifications; nil until contended, or without a notifier
+	place *place        // this call's place in the Client's line for the key; nil until it lines up
+	watch *driver.Watch // release notifications; nil until contended, or without a notifier
 	timer *time.Timer
 
 	attempts    int           // attempts sent
@@ -54,13 +54,13 @@ type waiter struct {
 	watchFailed bool          // the notifier refused: poll
 
 	// sentAt holds when the latest attempts were sent, by attempt number
-	// modulo its length: a grant (FairGranter) counts its lease from the
+	// modulo its length: a grant (driver.Turn.Grant) counts its lease from the
 	// attempt it names.
 	sentAt [16]time.Time
 }
 
 // acquireWaiting runs a waiter until it holds the lock or gives up.
-func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg acquireConfig) (lk *Lock, err error) {
+func (c *Client) acquireWaiting(parent context.Context, req driver.Request, cfg acquireConfig) (lk *Lock, err error) {
 	req.Notify = cfg.notify
 	w, stop := c.newWaiter(parent, req, cfg)
 	defer func() {
@@ -75,7 +75,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 	if w.linesUp() && (c.queues.waiting(req.Key) || c.queues.holding(req.Key)) {
 		// Goroutines already waiting go first; and while this Client
 		// holds the lock, there is nothing to attempt: its release
-		// wakes the line, or hands the lock over (handoff.go).
+		// wakes the line, or hands the lock over (release.go).
 		w.place = c.queues.join(req.Key, req)
 	}
 	if w.place == nil && !w.singleAttempt() && c.queues.isWatched(w.watched()) {
@@ -135,7 +135,7 @@ func (c *Client) acquireWaiting(parent context.Context, req AcquireRequest, cfg 
 
 // newWaiter bounds the wait by parent, WithWait and Close. stop releases
 // what the waiter holds; acquired says it leaves with the lock.
-func (c *Client) newWaiter(parent context.Context, req AcquireRequest, cfg acquireConfig) (*waiter, func(acquired bool)) {
+func (c *Client) newWaiter(parent context.Context, req driver.Request, cfg acquireConfig) (*waiter, func(acquired bool)) {
 	w := &waiter{c: c, req: req, cfg: cfg, parent: parent, start: time.Now()}
 	ctx, cancel := context.WithCancelCause(parent)
 	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
@@ -233,7 +233,7 @@ func (w *waiter) attempt() (*Lock, error) {
 		// (it would be a retry now), but a copy of it may still be on its
 		// way: have the backend refuse it.
 		if w.ambiguous {
-			w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
+			w.c.releaser.add(driver.ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
 		}
 		return nil, err
 	case err != nil:
@@ -273,7 +273,7 @@ func (w *waiter) deadlinePassed() bool {
 }
 
 // granted returns the Lock a release handed to this fair waiter (a grant,
-// FairGranter), or nil when there is none or it cannot be used: the
+// driver.Turn.Grant), or nil when there is none or it cannot be used: the
 // attempt it names is too old to remember, or its lease has passed locally.
 // The next attempt then completes the grant as a retry if the store still
 // has it.
@@ -289,7 +289,7 @@ func (w *waiter) granted() *Lock {
 	// The store handled attempt g.Seq before it made the grant, so the
 	// grant's lease began after that attempt was sent.
 	sent := w.sentAt[g.Seq%int64(len(w.sentAt))]
-	res := AcquireResult{Acquired: true, Fence: g.Fence, Holds: 1}
+	res := driver.Result{Acquired: true, Fence: g.Fence, Holds: 1}
 	lease := fairGrantLease(w.req.TTL)
 	if lease < w.req.TTL {
 		res.Validity = lease
@@ -328,7 +328,7 @@ func (w *waiter) over() bool {
 // subscribe starts watching for releases, the first time the lock is found
 // held. It reports whether it did so just now.
 func (w *waiter) subscribe() bool {
-	var watch *Watch
+	var watch *driver.Watch
 	var err error
 	switch {
 	case w.watch != nil || w.watchFailed:
@@ -433,15 +433,15 @@ func (w *waiter) giveUp() error {
 		// An attempt may have taken the lock although no reply said so:
 		// release it, and have the backend refuse a copy still on its way.
 		// (The release also takes a fair waiter out of the line.)
-		w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
+		w.c.releaser.add(driver.ReleaseRequest{Ref: w.req.Ref, Tombstone: tombstoneLife}, w.req.TTL)
 	case w.cfg.fair && w.attempts > 0 && !w.singleAttempt():
 		// Leave the line at once, rather than hold it up until the
 		// place lapses.
-		w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref}, FairPlaceLease)
+		w.c.releaser.add(driver.ReleaseRequest{Ref: w.req.Ref}, driver.PlaceLease)
 	case w.cfg.keepAlive > 0 && w.attempts > 0 && !w.singleAttempt():
 		// Withdraw what the attempts registered (a writer's intent),
 		// rather than hold others up until it lapses.
-		w.c.releaser.add(ReleaseRequest{Ref: w.req.Ref}, 3*w.cfg.keepAlive)
+		w.c.releaser.add(driver.ReleaseRequest{Ref: w.req.Ref}, 3*w.cfg.keepAlive)
 	}
 	if w.refused != nil {
 		// The clean-up above is tried all the same: a refusal of the

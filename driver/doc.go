@@ -6,8 +6,7 @@
 // Every method makes one attempt in one round trip and is safe for
 // concurrent use. The errors a store returns are this package's (ErrNotSent,
 // ErrMisconfigured, ErrNotHeld, ...); the fencelock package re-exports the
-// same values. The fencelocktest package checks a store against the
-// contract.
+// same values. The drivertest package checks a store against the contract.
 //
 // The package imports only the standard library, so that a store depends on
 // the contract and not on the Client.

@@ -16,7 +16,7 @@ var (
 	ErrInvalidArgument = errors.New("fencelock: invalid argument")
 
 	// ErrMisconfigured means the store refused the client itself: its
-	// credentials or its permissions (see Backend). Retrying cannot help,
+	// credentials or its permissions (see Store). Retrying cannot help,
 	// so the Client retries nothing.
 	ErrMisconfigured = errors.New("fencelock: backend refused the client's configuration")
 

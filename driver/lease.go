@@ -4,8 +4,8 @@ import "time"
 
 // PlaceLease is how long a waiter's place stays registered on the store
 // without being renewed: a fair waiter's place in the line of a lock
-// (FairBackend), a waiting writer's intent or a waiting reader's place
-// (RWRequest.Place). The Client renews a place every third of that while it
+// (Lines), a waiting writer's intent or a waiting reader's place
+// (Request.Place). The Client renews a place every third of that while it
 // waits, so a waiter that crashed or was paused holds the others up for this
 // long at most.
 const PlaceLease = 2 * time.Second

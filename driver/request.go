@@ -27,15 +27,15 @@ type Request struct {
 	// promoted replica that missed it, a restart without persistence).
 	FenceFloor int64
 	// Identity is the Client's WithIdentity: who holds the lock, for
-	// operators (host:pid, a pod name), "" when not set. A backend that
+	// operators (host:pid, a pod name), "" when not set. A store that
 	// records it stores it with a lock this request takes while free,
 	// keeps it on re-entry, and returns it in LockInfo.Identity; it has no
-	// part in ownership. Backends that do not record it ignore it.
+	// part in ownership. Stores that do not record it ignore it.
 	Identity string
-	// Notify asks a ChangeNotifier backend to wake the lock's change
+	// Notify asks a Notifier to wake the lock's change
 	// watchers when this request takes the lock (not on re-entry): others
 	// watch the lock without waiting for it (Observe watches an election,
-	// and learns of a new leader at once). Campaign sets it. Other backends
+	// and learns of a new leader at once). Campaign sets it. Other stores
 	// ignore it.
 	Notify bool
 	// Permits is, for KindSemaphore, the caller's number of permits: the
@@ -62,9 +62,9 @@ type Result struct {
 	// (zero if unknown or the lock has no expiry). Waiters use it to bound
 	// their fallback timer.
 	HolderTTL time.Duration
-	// Validity, when positive, is the lease the backend guarantees in place
+	// Validity, when positive, is the lease the store guarantees in place
 	// of TTL, counted from before the request was sent; the Client's local
-	// deadline is then based on it. A backend whose lease is not exactly
+	// deadline is then based on it. A store whose lease is not exactly
 	// TTL says so here: shorter (a quorum of servers whose clocks drift, as
 	// in the redlock package) or longer (a store that rounds leases up).
 	// Zero means TTL.
@@ -74,16 +74,16 @@ type Result struct {
 // ReleaseRequest gives up one hold.
 type ReleaseRequest struct {
 	Ref
-	// Tombstone, when positive, is how long the backend must refuse an
+	// Tombstone, when positive, is how long the store must refuse an
 	// Acquire with this Token after the release, whether or not the release
 	// found the hold: an acquire request of the token whose reply was lost
 	// may still arrive, and must not take the lock for nobody.
 	Tombstone time.Duration
-	// Notify asks a ReleaseNotifier backend to wake the watchers of the
+	// Notify asks a Notifier to wake the watchers of the
 	// lock's releases when this release frees the lock (or hands it on),
 	// even if no acquire was refused while it was held: others watch the
 	// hold without waiting for it (Observe watches an election's leader,
-	// and learns of a resignation at once). Other backends ignore it.
+	// and learns of a resignation at once). Other stores ignore it.
 	Notify bool
 }
 
@@ -100,7 +100,7 @@ type ReleaseResult struct {
 	// waiters too, behind the others. The Client then leaves its waiters
 	// asleep until a notification wakes them, rather than letting the
 	// next one try at once and take the lock from the process woken for
-	// it. Backends without such a line leave it false.
+	// it. Stores without such a line leave it false.
 	Yielded bool
 }
 

@@ -7,22 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The optional interfaces a fencelock.Client looks for (fair.go,
-// semaphore.go and rwlock.go assert theirs).
-var (
-	_ fencelock.Backend         = (*Backend)(nil)
-	_ fencelock.ReleaseNotifier = (*Backend)(nil)
-	_ fencelock.LockInspector   = (*Backend)(nil)
-	_ fencelock.Checker         = (*Backend)(nil)
-)
-
-// Backend is a fencelock.Backend on etcd. It is safe for concurrent use.
+// Backend is a driver.Store on etcd. It is safe for concurrent use.
 // Make it with New and hand it to fencelock.New, which closes it.
 type Backend struct {
 	cli *clientv3.Client
@@ -95,26 +86,26 @@ func validity(secs int64, ttl time.Duration) time.Duration {
 	return 0
 }
 
-// Acquire makes one attempt to take the lock, in two round trips: a lease
+// acquireLock is Acquire of a KindLock: one attempt to take the lock, in two round trips: a lease
 // is granted for the hold (etcd has no way to create one inside a
 // transaction), then one transaction takes a free lock, re-enters, retries
 // or refuses. See the package documentation for the fence.
-func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (_ fencelock.AcquireResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) acquireLock(ctx context.Context, req driver.Request) (_ driver.Result, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Owner == "" {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	res, err := b.acquire(ctx, req, nil)
 	return res.Result, err
 }
 
-// acquire is Acquire, and with tick, AcquireTick (jobtick.go): the
+// acquire is acquireLock, and with tick, AcquireTick (jobtick.go): the
 // transaction then first checks the job's record, and writes it when the
 // lock is taken or kept.
-func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tick *tickClaim) (fencelock.TickResult, error) {
+func (b *Backend) acquire(ctx context.Context, req driver.Request, tick *tickClaim) (driver.TickResult, error) {
 	k := keysOf(req.Namespace, req.Key)
 	secs := leaseSeconds(req.TTL)
 	var lease *clientv3.LeaseGrantResponse
@@ -127,7 +118,7 @@ func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tic
 	if err != nil {
 		// The lock was not touched; a lease the server may have granted
 		// holds nothing and runs out by itself.
-		return fencelock.TickResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, err)
+		return driver.TickResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", driver.ErrNotSent, secs, err)
 	}
 	hold := k.hold(req.Token)
 	put := clientv3.OpPut(hold, req.Owner, clientv3.WithLease(lease.ID), clientv3.WithPrevKV())
@@ -167,7 +158,7 @@ func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tic
 		// which the Client's cleanup (a release with a tombstone) wants.
 		// A record it wrote keeps its lease: its claim may count.
 		b.revokeLater(lease.ID)
-		return fencelock.TickResult{}, err
+		return driver.TickResult{}, err
 	}
 	var holdsKVs []*mvccpb.KeyValue
 	switch {
@@ -186,11 +177,11 @@ func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tic
 		if outer.Succeeded { // a fresh acquisition
 			fence, err := fenceOf(outer.Responses[2].GetResponseRange())
 			if err != nil {
-				return fencelock.TickResult{}, err
+				return driver.TickResult{}, err
 			}
 			b.remember(hold, holdLease{id: lease.ID, asked: secs})
 			tick.written(b, outer.Responses)
-			return fencelock.TickResult{Result: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}}, nil
+			return driver.TickResult{Result: driver.Result{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}}, nil
 		}
 		inner := outer.Responses[0].GetResponseTxn()
 		if inner.Succeeded { // re-entry, or a retry of this token's acquire
@@ -199,18 +190,18 @@ func (b *Backend) acquire(ctx context.Context, req fencelock.AcquireRequest, tic
 			}
 			fence, err := fenceOf(inner.Responses[1].GetResponseRange())
 			if err != nil {
-				return fencelock.TickResult{}, err
+				return driver.TickResult{}, err
 			}
 			b.remember(hold, holdLease{id: lease.ID, asked: secs})
 			tick.written(b, inner.Responses)
 			holds := int(inner.Responses[2].GetResponseRange().Count)
-			return fencelock.TickResult{Result: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}}, nil
+			return driver.TickResult{Result: driver.Result{Acquired: true, Fence: fence, Holds: holds, Validity: validity(lease.TTL, req.TTL)}}, nil
 		}
 		holdsKVs = inner.Responses[0].GetResponseRange().Kvs
 	}
 	b.revokeLater(lease.ID) // refused: the lease holds nothing
 	tick.unused(b)
-	return fencelock.TickResult{Result: fencelock.AcquireResult{HolderTTL: b.holderTTL(ctx, holdsKVs)}}, nil
+	return driver.TickResult{Result: driver.Result{HolderTTL: b.holderTTL(ctx, holdsKVs)}}, nil
 }
 
 // mint is the operation that records a fresh acquisition: it puts the
@@ -296,32 +287,32 @@ func (b *Backend) timeToLive(ctx context.Context, leases []clientv3.LeaseID) []l
 	return out
 }
 
-// Release gives up the hold in one round trip (two with a tombstone, whose
+// releaseLock is Release of a KindLock: it gives up the hold in one round trip (two with a tombstone, whose
 // lease is granted first). The hold's lease is then revoked in the
 // background.
-func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) releaseLock(ctx context.Context, req driver.ReleaseRequest) (_ driver.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	return b.release(ctx, keysOf(req.Namespace, req.Key), req)
 }
 
 // release gives up the hold of req.Token among the holds of k (a lock's,
 // or a semaphore's permits).
-func (b *Backend) release(ctx context.Context, k keys, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) release(ctx context.Context, k keys, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	hold := k.hold(req.Token)
 	var tomb []clientv3.Op
 	if req.Tombstone > 0 {
 		secs := leaseSeconds(req.Tombstone)
 		lease, err := b.cli.Grant(ctx, secs)
 		if err != nil {
-			return fencelock.ReleaseResult{}, fmt.Errorf("%w: granting the tombstone's lease of %ds: %w", fencelock.ErrNotSent, secs, err)
+			return driver.ReleaseResult{}, fmt.Errorf("%w: granting the tombstone's lease of %ds: %w", driver.ErrNotSent, secs, err)
 		}
 		tomb = append(tomb, clientv3.OpPut(k.tombstone(req.Token), "", clientv3.WithLease(lease.ID)))
 	}
 	// The token's place in the lock's fair line goes too (a fair waiter
-	// that gave up), which wakes the waiter behind it (WatchTurn).
+	// that gave up), which wakes the waiter behind it (watchTurn).
 	leave := clientv3.OpDelete(k.lineKey(req.Token))
 	then := append([]clientv3.Op{
 		clientv3.OpDelete(hold, clientv3.WithPrevKV()),
@@ -334,7 +325,7 @@ func (b *Backend) release(ctx context.Context, k keys, req fencelock.ReleaseRequ
 		Else(append([]clientv3.Op{leave}, tomb...)...).
 		Commit()
 	if err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	b.forget(hold)
 	if p, ok := b.placeOf(k.lineKey(req.Token)); ok {
@@ -342,12 +333,12 @@ func (b *Backend) release(ctx context.Context, k keys, req fencelock.ReleaseRequ
 		b.revokeLater(p.lease)
 	}
 	if !resp.Succeeded {
-		return fencelock.ReleaseResult{}, nil
+		return driver.ReleaseResult{}, nil
 	}
 	if prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 && prev[0].Lease != 0 {
 		b.revokeLater(clientv3.LeaseID(prev[0].Lease))
 	}
-	return fencelock.ReleaseResult{Held: true, Remaining: int(resp.Responses[1].GetResponseRange().Count)}, nil
+	return driver.ReleaseResult{Held: true, Remaining: int(resp.Responses[1].GetResponseRange().Count)}, nil
 }
 
 // Renew extends a batch of holds in one round trip: one transaction reads
@@ -356,15 +347,20 @@ func (b *Backend) release(ctx context.Context, k keys, req fencelock.ReleaseRequ
 // seconds than its lease has (Refresh with a new ttl), or whose lease this
 // Backend does not know, is moved to a new lease: a grant and a
 // transaction more, for that hold.
-func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
-	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	return b.renew(ctx, reqs, keysOf)
+func (b *Backend) Renew(ctx context.Context, reqs []driver.RenewRequest) (results []driver.RenewResult, err error) {
+	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
+	for _, r := range reqs {
+		if !b.Supports(r.Kind) {
+			return nil, unsupportedKind(r.Kind)
+		}
+	}
+	return b.renew(ctx, reqs)
 }
 
-// renew renews a batch of holds, each among the holds of keysFor(its
-// namespace, its key).
-func (b *Backend) renew(ctx context.Context, reqs []fencelock.RenewRequest, keysFor func(namespace, key string) keys) ([]fencelock.RenewResult, error) {
-	results := make([]fencelock.RenewResult, len(reqs))
+// renew renews a batch of holds of any kinds, each among the holds of its
+// kind's keys (holdKeysOf).
+func (b *Backend) renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
+	results := make([]driver.RenewResult, len(reqs))
 	var gets []clientv3.Op
 	var idx []int // reqs index of each get
 	var alive []clientv3.LeaseID
@@ -374,7 +370,7 @@ func (b *Backend) renew(ctx context.Context, reqs []fencelock.RenewRequest, keys
 			results[i].Err = err
 			continue
 		}
-		hold := keysFor(r.Namespace, r.Key).hold(r.Token)
+		hold := holdKeysOf(r.Ref).hold(r.Token)
 		gets = append(gets, clientv3.OpGet(hold))
 		idx = append(idx, i)
 		if hl, ok := b.lookup(hold); ok && hl.asked == leaseSeconds(r.TTL) {
@@ -398,12 +394,12 @@ func (b *Backend) renew(ctx context.Context, reqs []fencelock.RenewRequest, keys
 	for j, r := range txn.Responses {
 		i := idx[j]
 		req := reqs[i]
-		hold := keysFor(req.Namespace, req.Key).hold(req.Token)
+		hold := holdKeysOf(req.Ref).hold(req.Token)
 		kvs := r.GetResponseRange().Kvs
 		switch {
 		case len(kvs) == 0:
 			b.forget(hold)
-			results[i] = fencelock.RenewResult{Held: false}
+			results[i] = driver.RenewResult{Held: false}
 		case known[i].id != 0 && clientv3.LeaseID(kvs[0].Lease) == known[i].id:
 			switch ttl, ok := ttls[known[i].id]; {
 			case kaErr != nil && !ok:
@@ -411,9 +407,9 @@ func (b *Backend) renew(ctx context.Context, reqs []fencelock.RenewRequest, keys
 			case ttl <= 0:
 				// The lease ended (the hold is about to be deleted).
 				b.forget(hold)
-				results[i] = fencelock.RenewResult{Held: false}
+				results[i] = driver.RenewResult{Held: false}
 			default:
-				results[i] = fencelock.RenewResult{Held: true, Validity: validity(ttl, req.TTL)}
+				results[i] = driver.RenewResult{Held: true, Validity: validity(ttl, req.TTL)}
 			}
 		default:
 			results[i] = b.relet(ctx, req, hold, clientv3.LeaseID(kvs[0].Lease))
@@ -425,11 +421,11 @@ func (b *Backend) renew(ctx context.Context, reqs []fencelock.RenewRequest, keys
 // relet moves a hold from lease old to a new lease of req.TTL, if the hold
 // is still on old: the hold's key is put again with its value, which keeps
 // its create revision (and the lock's fence).
-func (b *Backend) relet(ctx context.Context, req fencelock.RenewRequest, hold string, old clientv3.LeaseID) fencelock.RenewResult {
+func (b *Backend) relet(ctx context.Context, req driver.RenewRequest, hold string, old clientv3.LeaseID) driver.RenewResult {
 	secs := leaseSeconds(req.TTL)
 	lease, err := b.cli.Grant(ctx, secs)
 	if err != nil {
-		return fencelock.RenewResult{Err: fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, err)}
+		return driver.RenewResult{Err: fmt.Errorf("%w: granting a lease of %ds: %w", driver.ErrNotSent, secs, err)}
 	}
 	resp, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(hold), ">", 0), clientv3.Compare(clientv3.LeaseValue(hold), "=", old)).
@@ -438,21 +434,21 @@ func (b *Backend) relet(ctx context.Context, req fencelock.RenewRequest, hold st
 		Commit()
 	if err != nil {
 		b.revokeLater(lease.ID)
-		return fencelock.RenewResult{Err: err}
+		return driver.RenewResult{Err: err}
 	}
 	if !resp.Succeeded {
 		b.revokeLater(lease.ID)
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
 			b.forget(hold)
-			return fencelock.RenewResult{Held: false}
+			return driver.RenewResult{Held: false}
 		}
-		return fencelock.RenewResult{Err: errors.New("etcdbackend: the hold moved to another lease during its renewal")}
+		return driver.RenewResult{Err: errors.New("etcdbackend: the hold moved to another lease during its renewal")}
 	}
 	if old != 0 {
 		b.revokeLater(old)
 	}
 	b.remember(hold, holdLease{id: lease.ID, asked: secs})
-	return fencelock.RenewResult{Held: true, Validity: validity(lease.TTL, req.TTL)}
+	return driver.RenewResult{Held: true, Validity: validity(lease.TTL, req.TTL)}
 }
 
 // keepAlive renews leases on one keep-alive stream, sending every request
@@ -487,11 +483,11 @@ func (b *Backend) keepAlive(ctx context.Context, ids []clientv3.LeaseID) (map[cl
 	return ttls, nil
 }
 
-// TTL returns the hold's remaining lease, rounded down to whole seconds by
+// lockTTL is TTL of a KindLock: the hold's remaining lease, rounded down to whole seconds by
 // etcd (at least a millisecond while the lease runs), in two round trips:
 // the hold, then its lease.
-func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) lockTTL(ctx context.Context, ref driver.Ref) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
@@ -505,14 +501,14 @@ func (b *Backend) ttl(ctx context.Context, hold string) (time.Duration, error) {
 		return 0, err
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
-		return 0, fencelock.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	r, err := b.cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
 	if err != nil {
 		return 0, err
 	}
 	if r.TTL < 0 {
-		return 0, fencelock.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return max(time.Duration(r.TTL)*time.Second, time.Millisecond), nil
 }

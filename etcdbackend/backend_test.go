@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/etcdbackend"
 )
 
@@ -34,12 +35,12 @@ func TestTTLRoundedUpToTheGrantedLease(t *testing.T) {
 		{2500 * time.Millisecond, 3 * time.Second}, // not whole: rounded up
 		{4 * time.Second, 0},                       // granted as asked
 	} {
-		ref := fencelock.LockRef{Namespace: t.Name(), Key: c.ttl.String(), Token: "tok"}
-		res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: "tok", TTL: c.ttl})
+		ref := driver.Ref{Namespace: t.Name(), Key: c.ttl.String(), Token: "tok"}
+		res, err := b.Acquire(ctx, driver.Request{Ref: ref, Owner: "tok", TTL: c.ttl})
 		if err != nil || !res.Acquired || res.Validity != c.validity {
 			t.Fatalf("acquire with ttl %v: %+v %v, want acquired with Validity %v", c.ttl, res, err, c.validity)
 		}
-		rr, err := b.Renew(ctx, []fencelock.RenewRequest{{Ref: ref, TTL: c.ttl}})
+		rr, err := b.Renew(ctx, []driver.RenewRequest{{Ref: ref, TTL: c.ttl}})
 		if err != nil || !rr[0].Held || rr[0].Validity != c.validity {
 			t.Fatalf("renew with ttl %v: %+v %v, want held with Validity %v", c.ttl, rr, err, c.validity)
 		}
@@ -163,19 +164,19 @@ func TestInvalidArguments(t *testing.T) {
 	ctx := context.Background()
 	b := etcdbackend.New(newClient(t, sharedCluster.Endpoints()...))
 	defer b.Close()
-	if _, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: fencelock.LockRef{Key: "k"}, Owner: "o", TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
+	if _, err := b.Acquire(ctx, driver.Request{Ref: driver.Ref{Key: "k"}, Owner: "o", TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("acquire with an empty token: %v", err)
 	}
-	if _, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: fencelock.LockRef{Key: "k", Token: "t"}, TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
+	if _, err := b.Acquire(ctx, driver.Request{Ref: driver.Ref{Key: "k", Token: "t"}, TTL: time.Second}); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("acquire with an empty owner: %v", err)
 	}
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Token: "t"}}); !errors.Is(err, fencelock.ErrInvalidArgument) {
+	if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Token: "t"}}); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("release with an empty key: %v", err)
 	}
 	if _, err := b.InspectLock(ctx, "ns", ""); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("inspect with an empty key: %v", err)
 	}
-	if _, err := b.WatchReleases(ctx, "ns", ""); !errors.Is(err, fencelock.ErrInvalidArgument) {
+	if _, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "ns", Key: ""}}); !errors.Is(err, fencelock.ErrInvalidArgument) {
 		t.Errorf("watch with an empty key: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-// Package etcdbackend is a fencelock.Backend on etcd (go.etcd.io/etcd/client/v3),
+// Package etcdbackend is a driver.Store on etcd (go.etcd.io/etcd/client/v3),
 // for locks whose safety must not depend on timing: etcd keeps every lock
 // in a Raft log replicated to a majority of its members, so a lock survives
 // the loss of a minority (a killed leader, a member cut off), and a fencing
@@ -14,11 +14,11 @@
 //
 // Everything a fencelock.Client does works on it: TryAcquire, Acquire, Do,
 // re-entry with WithOwner, Refresh, TTL, the lease keeper's renewals and its
-// loss signal, Inspect and ForceRelease (LockInspector), Check (Checker),
-// release notifications (ReleaseNotifier) and notifications of new holders
-// for Observe (ChangeNotifier), the fair line of WithFairness
-// (FairBackend), semaphores (SemaphoreBackend) and read-write locks
-// (RWLockBackend).
+// loss signal, Inspect and ForceRelease (driver.Inspector), Check,
+// release notifications and notifications of new holders for Observe
+// (driver.Notifier), the fair line of WithFairness (driver.Lines, whose
+// HandOff never hands a lock over), RunJob (driver.Ticker), semaphores and
+// read-write locks.
 //
 // # Leases
 //
@@ -74,7 +74,7 @@
 // line. Each waiter watches only the key just before its own, and, once
 // first, the lock's holds: a release wakes the next waiter and no other
 // (no thundering herd). A waiter that crashes loses its place when its
-// lease ends (2 s, FairPlaceLease).
+// lease ends (2 s, driver.PlaceLease).
 //
 // # Semaphores and read-write locks
 //

@@ -12,7 +12,7 @@ import (
 // hold.
 func TestDriver(t *testing.T) {
 	cli := newClient(t, sharedCluster.Endpoints()...)
-	drivertest.RunBackend(t, func(t *testing.T) driver.Backend {
+	drivertest.Run(t, func(t *testing.T) driver.Store {
 		b := etcdbackend.New(cli)
 		t.Cleanup(func() { b.Close() })
 		return b

@@ -6,21 +6,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The line of fair waiters (fencelock.WithFairness) is etcd's own recipe:
+// The line of fair waiters (driver.WithFairness) is etcd's own recipe:
 // each waiter puts a key P "q/" token on a lease of its own (its place), and
 // the line's order is the keys' create revisions, which the cluster assigns
 // in one total order. The free lock goes to the waiter whose key has the
 // smallest create revision; a waiter that crashed or was paused loses its
 // place when its lease ends. Each waiter watches only the key just before
-// its own (WatchTurn), so a release wakes the next waiter and no other.
-
-var _ fencelock.FairBackend = (*Backend)(nil)
+// its own (watchTurn), so a release wakes the next waiter and no other.
 
 // place is what a Backend remembers of a waiter's key in a line.
 type place struct {
@@ -33,42 +31,42 @@ func (k keys) line() string                { return k.prefix + "q/" }
 func (k keys) lineEnd() string             { return clientv3.GetPrefixRangeEnd(k.line()) }
 func (k keys) lineKey(token string) string { return k.line() + token }
 
-// AcquireFair implements fencelock.FairBackend. The free lock is taken when
+// acquireFair is AcquireInLine without grants. The free lock is taken when
 // the line is empty or req.Token's key is first in it; otherwise the token
 // joins the line, or keeps its place (its lease is renewed), for place. It
 // costs what Acquire does, with the place's lease renewed (or granted)
 // alongside the hold's.
-func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeFor time.Duration) (_ fencelock.AcquireResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) acquireFair(ctx context.Context, req driver.Request, placeFor time.Duration) (_ driver.Result, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Owner == "" {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	if placeFor < 0 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: placeFor, Reason: "must not be negative"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "place", Value: placeFor, Reason: "must not be negative"}
 	}
 	k := keysOf(req.Namespace, req.Key)
 	a := &fairAttempt{b: b, ctx: ctx, req: req, k: k, me: k.lineKey(req.Token), hold: k.hold(req.Token), secs: leaseSeconds(req.TTL)}
 	a.known, a.inLine = b.placeOf(a.me)
 	if err := a.grantLeases(placeFor); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	resp, err := a.txn(placeFor).Commit()
 	if err != nil {
 		b.revokeLater(a.lease.ID)
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	return a.outcome(resp)
 }
 
-// fairAttempt is one AcquireFair: the caller's keys, its known place in
+// fairAttempt is one acquireFair: the caller's keys, its known place in
 // line, and the leases granted for its hold and its place.
 type fairAttempt struct {
 	b          *Backend
 	ctx        context.Context
-	req        fencelock.AcquireRequest
+	req        driver.Request
 	k          keys
 	me         string // the caller's key in the line
 	hold       string // the caller's hold
@@ -92,11 +90,11 @@ func (a *fairAttempt) grantLeases(placeFor time.Duration) error {
 	}
 	wg.Wait()
 	if leaseErr != nil {
-		return fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, a.secs, leaseErr)
+		return fmt.Errorf("%w: granting a lease of %ds: %w", driver.ErrNotSent, a.secs, leaseErr)
 	}
 	if placeFor > 0 && a.placeLease == 0 {
 		b.revokeLater(a.lease.ID)
-		return fmt.Errorf("%w: no lease for the place in line", fencelock.ErrNotSent)
+		return fmt.Errorf("%w: no lease for the place in line", driver.ErrNotSent)
 	}
 	return nil
 }
@@ -116,7 +114,7 @@ func (a *fairAttempt) placeLeaseFor(placeFor time.Duration) clientv3.LeaseID {
 	return 0
 }
 
-// txn is AcquireFair's one transaction: unless the token is tombstoned, the
+// txn is acquireFair's one transaction: unless the token is tombstoned, the
 // free lock is taken when the line is empty or the token is first in it,
 // the held lock re-entered by its owner; otherwise the token joins the line
 // (or keeps its place), and the line's head and the holds are read.
@@ -167,13 +165,13 @@ func (a *fairAttempt) txn(placeFor time.Duration) clientv3.Txn {
 
 // outcome reads the transaction's branches: tombstoned, taken (free, with
 // an empty line or the token first), re-entered, or waiting in line.
-func (a *fairAttempt) outcome(resp *clientv3.TxnResponse) (fencelock.AcquireResult, error) {
+func (a *fairAttempt) outcome(resp *clientv3.TxnResponse) (driver.Result, error) {
 	b := a.b
 	if !resp.Succeeded {
 		b.revokeLater(a.lease.ID)
 		a.unusedPlace(0)
 		b.forgetPlace(a.me)
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, resp.Responses[1].GetResponseRange().Kvs)}, nil
+		return driver.Result{HolderTTL: b.holderTTL(a.ctx, resp.Responses[1].GetResponseRange().Kvs)}, nil
 	}
 	state := resp.Responses[0].GetResponseTxn()
 	turn := state.Responses[0].GetResponseTxn()
@@ -201,11 +199,11 @@ func (a *fairAttempt) unusedPlace(used clientv3.LeaseID) {
 }
 
 // taken: the free lock is the caller's, and its place in line is gone.
-func (a *fairAttempt) taken(r *pb.TxnResponse) (fencelock.AcquireResult, error) {
+func (a *fairAttempt) taken(r *pb.TxnResponse) (driver.Result, error) {
 	b := a.b
 	fence, err := fenceOf(r.Responses[2].GetResponseRange())
 	if err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	b.remember(a.hold, holdLease{id: a.lease.ID, asked: a.secs})
 	b.forgetPlace(a.me)
@@ -213,11 +211,11 @@ func (a *fairAttempt) taken(r *pb.TxnResponse) (fencelock.AcquireResult, error) 
 	if a.inLine && a.known.lease != a.placeLease {
 		b.revokeLater(a.known.lease)
 	}
-	return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(a.lease.TTL, a.req.TTL)}, nil
+	return driver.Result{Acquired: true, Fence: fence, Holds: 1, Validity: validity(a.lease.TTL, a.req.TTL)}, nil
 }
 
 // reentered: the owner re-entered the lock it holds.
-func (a *fairAttempt) reentered(turn *pb.TxnResponse) (fencelock.AcquireResult, error) {
+func (a *fairAttempt) reentered(turn *pb.TxnResponse) (driver.Result, error) {
 	b := a.b
 	if prev := turn.Responses[0].GetResponsePut().PrevKv; prev != nil && clientv3.LeaseID(prev.Lease) != a.lease.ID {
 		b.revokeLater(clientv3.LeaseID(prev.Lease))
@@ -228,16 +226,16 @@ func (a *fairAttempt) reentered(turn *pb.TxnResponse) (fencelock.AcquireResult, 
 	a.unusedPlace(0)
 	fence, err := fenceOf(turn.Responses[1].GetResponseRange())
 	if err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	b.remember(a.hold, holdLease{id: a.lease.ID, asked: a.secs})
 	holds := int(turn.Responses[2].GetResponseRange().Count)
-	return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: validity(a.lease.TTL, a.req.TTL)}, nil
+	return driver.Result{Acquired: true, Fence: fence, Holds: holds, Validity: validity(a.lease.TTL, a.req.TTL)}, nil
 }
 
 // waiting reads the line after a refusal: remembers this token's place and
 // works out HolderTTL.
-func (a *fairAttempt) waiting(ops []*pb.ResponseOp) fencelock.AcquireResult {
+func (a *fairAttempt) waiting(ops []*pb.ResponseOp) driver.Result {
 	b := a.b
 	b.revokeLater(a.lease.ID)
 	n := len(ops)
@@ -249,20 +247,20 @@ func (a *fairAttempt) waiting(ops []*pb.ResponseOp) fencelock.AcquireResult {
 		a.unusedPlace(0)
 	}
 	if len(holds) > 0 {
-		return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, holds)}
+		return driver.Result{HolderTTL: b.holderTTL(a.ctx, holds)}
 	}
-	return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, head)} // free: the first waiter's place
+	return driver.Result{HolderTTL: b.holderTTL(a.ctx, head)} // free: the first waiter's place
 }
 
-// WatchTurn implements fencelock.FairBackend: it watches the key just
+// watchTurn is Watch of a waiter in a line (a Token): it watches the key just
 // before token's in the line, and, once token is first, the lock's holds.
 // C receives a value when the lock is free and token is first in line, and
 // when a watch ended (a value may have been missed); not when the lock goes
 // to another waiter. A token not (or no longer) in line is told when a
-// hold is released, as by WatchReleases.
-func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (*fencelock.Watch, error) {
+// hold is released, as by watchReleases.
+func (b *Backend) watchTurn(ctx context.Context, namespace, key, token string) (*driver.Watch, error) {
 	if key == "" || token == "" {
-		return nil, &fencelock.InvalidArgumentError{Name: "key and token", Value: key + "/" + token, Reason: "must not be empty"}
+		return nil, &driver.InvalidArgumentError{Name: "key and token", Value: key + "/" + token, Reason: "must not be empty"}
 	}
 	k := keysOf(namespace, key)
 	c := make(chan struct{}, 1)
@@ -295,7 +293,7 @@ func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (
 	case <-time.After(watchReady):
 	}
 	var stopOnce sync.Once
-	return fencelock.NewWatch(c, func() {
+	return driver.NewWatch(c, func() {
 		stopOnce.Do(func() {
 			cancel()
 			<-done

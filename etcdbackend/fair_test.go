@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/etcdbackend"
 )
 
@@ -61,9 +62,9 @@ func TestFairReleaseWakesOnlyTheNext(t *testing.T) {
 	b := etcdbackend.New(newClient(t, sharedCluster.Endpoints()...))
 	defer b.Close()
 	ns := t.Name()
-	acquire := func(token string) fencelock.AcquireResult {
-		req := fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: ns, Key: "k", Token: token}, Owner: token, TTL: 30 * time.Second}
-		res, err := b.AcquireFair(ctx, req, 30*time.Second)
+	acquire := func(token string) driver.Result {
+		req := driver.Request{Ref: driver.Ref{Namespace: ns, Key: "k", Token: token}, Owner: token, TTL: 30 * time.Second}
+		res, err := b.AcquireInLine(ctx, req, driver.Turn{Place: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,19 +73,19 @@ func TestFairReleaseWakesOnlyTheNext(t *testing.T) {
 	if !acquire("holder").Acquired {
 		t.Fatal("the holder was refused a free lock")
 	}
-	var watches []*fencelock.Watch
+	var watches []*driver.Watch
 	for _, w := range []string{"w1", "w2", "w3"} {
 		if acquire(w).Acquired {
 			t.Fatalf("%s took a held lock", w)
 		}
-		watch, err := b.WatchTurn(ctx, ns, "k", w)
+		watch, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: ns, Key: "k", Token: w}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer watch.Stop()
 		watches = append(watches, watch)
 	}
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: ns, Key: "k", Token: "holder"}}); err != nil {
+	if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: ns, Key: "k", Token: "holder"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -100,7 +101,7 @@ func TestFairReleaseWakesOnlyTheNext(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	// w1 gives up: w2 is next, and the lock is free.
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: ns, Key: "k", Token: "w1"}}); err != nil {
+	if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: ns, Key: "k", Token: "w1"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The record of a job's last claimed tick (fencelock.JobTickBackend) is the
+// The record of a job's last claimed tick (driver.Ticker) is the
 // key P "tick" beside the job's lock (keys.go): its value is the tick, a
 // NUL byte and the token of the run that claimed it, on a lease of its own
 // (the record's life), replaced by every claim. A tick has no NUL byte, so
@@ -19,26 +19,27 @@ import (
 // tick against it: the value is greater exactly when the record names that
 // tick or a later one.
 
-var _ fencelock.JobTickBackend = (*Backend)(nil)
-
-// AcquireTick implements fencelock.JobTickBackend: Acquire's transaction,
+// AcquireTick implements driver.Ticker: Acquire's transaction,
 // preceded by the check of the job's record and followed by its write, in
 // one transaction. The record's lease is granted at the same time as the
 // hold's: two round trips, as Acquire (a third for a refusal by a holder,
 // to read its lease). The lease of a record replaced is revoked in the
 // background, as is the new record's when the attempt took nothing.
-func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
+func (b *Backend) AcquireTick(ctx context.Context, req driver.TickRequest) (driver.TickResult, error) {
+	if req.Kind != driver.KindLock {
+		return driver.TickResult{}, fmt.Errorf("%w: job ticks are recorded with plain locks only", driver.ErrUnsupported)
+	}
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.TickResult{}, err
+		return driver.TickResult{}, err
 	}
 	if req.Owner == "" {
-		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+		return driver.TickResult{}, &driver.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	if req.Tick == "" || strings.IndexByte(req.Tick, 0) >= 0 {
-		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "tick", Value: req.Tick, Reason: "must be non-empty, without a NUL byte"}
+		return driver.TickResult{}, &driver.InvalidArgumentError{Name: "tick", Value: req.Tick, Reason: "must be non-empty, without a NUL byte"}
 	}
 	if req.RecordLife <= 0 {
-		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "record life", Value: req.RecordLife, Reason: "must be positive"}
+		return driver.TickResult{}, &driver.InvalidArgumentError{Name: "record life", Value: req.RecordLife, Reason: "must be positive"}
 	}
 	return b.acquire(ctx, req.Request, &tickClaim{req: req, value: req.Tick + "\x00" + req.Token})
 }
@@ -46,7 +47,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 // tickClaim is what Backend.acquire needs for a claim of a tick. Its
 // methods on a nil *tickClaim (a plain Acquire) do nothing.
 type tickClaim struct {
-	req   fencelock.TickRequest
+	req   driver.TickRequest
 	value string           // the record's value for this claim
 	lease clientv3.LeaseID // the record's lease
 }
@@ -90,15 +91,15 @@ func (t *tickClaim) put(k keys) clientv3.Op {
 }
 
 // claimedResult is the result of an attempt refused by the record r.
-func (t *tickClaim) claimedResult(r *pb.RangeResponse) (fencelock.TickResult, error) {
+func (t *tickClaim) claimedResult(r *pb.RangeResponse) (driver.TickResult, error) {
 	if r == nil || len(r.Kvs) != 1 {
-		return fencelock.TickResult{}, fmt.Errorf("etcdbackend: the record of job %q vanished during its read", t.req.Key)
+		return driver.TickResult{}, fmt.Errorf("etcdbackend: the record of job %q vanished during its read", t.req.Key)
 	}
 	tick, token, ok := strings.Cut(string(r.Kvs[0].Value), "\x00")
 	if !ok {
-		return fencelock.TickResult{}, fmt.Errorf("etcdbackend: the record of job %q holds %q, not a tick and a token", t.req.Key, r.Kvs[0].Value)
+		return driver.TickResult{}, fmt.Errorf("etcdbackend: the record of job %q holds %q, not a tick and a token", t.req.Key, r.Kvs[0].Value)
 	}
-	return fencelock.TickResult{Claimed: true, LastTick: tick, LastToken: token}, nil
+	return driver.TickResult{Claimed: true, LastTick: tick, LastToken: token}, nil
 }
 
 // written revokes the lease of the record the claim replaced: the put is

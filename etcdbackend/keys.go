@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -53,12 +53,12 @@ func escape(s string) string { return escaper.Replace(s) }
 
 // checkRef refuses the names etcd cannot store: an empty key or token.
 // (Any bytes are fine in an etcd key, so no other name is refused.)
-func checkRef(ref fencelock.LockRef) error {
+func checkRef(ref driver.Ref) error {
 	switch {
 	case ref.Key == "":
-		return &fencelock.InvalidArgumentError{Name: "key", Value: ref.Key, Reason: "must not be empty"}
+		return &driver.InvalidArgumentError{Name: "key", Value: ref.Key, Reason: "must not be empty"}
 	case ref.Token == "":
-		return &fencelock.InvalidArgumentError{Name: "token", Value: ref.Token, Reason: "must not be empty"}
+		return &driver.InvalidArgumentError{Name: "token", Value: ref.Token, Reason: "must not be empty"}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/etcdbackend"
 	"github.com/fencelock/fencelock/testing/lockmodel"
 )
@@ -19,7 +20,7 @@ func TestModelEtcd(t *testing.T) {
 		NewStore: func(lockmodel.TB) lockmodel.Store {
 			inspector := etcdbackend.New(cli)
 			return lockmodel.NewServerStore(lockmodel.ServerStore{
-				NewBackend: func() fencelock.Backend { return etcdbackend.New(cli) },
+				NewBackend: func() driver.Store { return etcdbackend.New(cli) },
 				Inspector:  inspector,
 				OnClose:    func() { inspector.Close() },
 			})

@@ -5,11 +5,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// watchReady bounds how long WatchReleases waits for etcd to confirm a new
+// watchReady bounds how long a Watch waits for etcd to confirm a new
 // watch: a notification is a hint, and the waiter keeps its fallback timer.
 const watchReady = time.Second
 
@@ -17,7 +17,7 @@ const watchReady = time.Second
 // away, the watch was cancelled) is made again.
 const rewatchDelay = 100 * time.Millisecond
 
-// WatchReleases implements fencelock.ReleaseNotifier with an etcd watch on
+// watchReleases is Watch of a KindLock: an etcd watch on
 // the lock's holds: every deletion of a hold (a release, a lease that ran
 // out, a re-entrant hold given up) is delivered, coalesced. A watch that
 // etcd ends (its member went away, the cluster lost its leader) delivers a
@@ -25,22 +25,20 @@ const rewatchDelay = 100 * time.Millisecond
 //
 // The watch is on the lock's holds alone, so a release wakes the waiters
 // of that lock and no other.
-func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+func (b *Backend) watchReleases(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	if key == "" {
-		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+		return nil, &driver.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
 	return b.watchHolds(ctx, keysOf(namespace, key))
 }
 
-var _ fencelock.ChangeNotifier = (*Backend)(nil)
-
-// WatchChanges implements fencelock.ChangeNotifier: WatchReleases whose
+// watchChanges is watchReleases (for a WatchRequest with Changes) whose
 // watch is also woken when a hold is created, by any acquisition (an etcd
-// watch sees every write, so AcquireRequest.Notify is not needed) but not
+// watch sees every write, so Request.Notify is not needed) but not
 // by renewals, which put a hold again without creating it.
-func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+func (b *Backend) watchChanges(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	if key == "" {
-		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+		return nil, &driver.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
 	k := keysOf(namespace, key)
 	return b.watchRange(ctx, k.holds, k.holdsEnd(), func(ev *clientv3.Event) bool {
@@ -49,13 +47,13 @@ func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fen
 }
 
 // watchHolds delivers, coalesced, every deletion among the holds of k.
-func (b *Backend) watchHolds(ctx context.Context, k keys) (*fencelock.Watch, error) {
+func (b *Backend) watchHolds(ctx context.Context, k keys) (*driver.Watch, error) {
 	return b.watchRange(ctx, k.holds, k.holdsEnd(), func(ev *clientv3.Event) bool { return ev.Type == clientv3.EventTypeDelete })
 }
 
 // watchRange delivers, coalesced, every event in [from, to) that wanted
 // accepts, and a value whenever the watch had to be made again.
-func (b *Backend) watchRange(ctx context.Context, from, to string, wanted func(*clientv3.Event) bool) (*fencelock.Watch, error) {
+func (b *Backend) watchRange(ctx context.Context, from, to string, wanted func(*clientv3.Event) bool) (*driver.Watch, error) {
 	c := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -104,7 +102,7 @@ func (b *Backend) watchRange(ctx context.Context, from, to string, wanted func(*
 	case <-time.After(watchReady):
 	}
 	var stopOnce sync.Once
-	return fencelock.NewWatch(c, func() {
+	return driver.NewWatch(c, func() {
 		stopOnce.Do(func() {
 			cancel()
 			<-done

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Read-write locks (fencelock.RWLockBackend), under their own prefix
+// Read-write locks (driver.KindRead and KindWrite), under their own prefix
 // R = P "rw/" (apart from the lock and the semaphore of the same name):
 //
 //	R "h/" token   a hold on a lease of its own; value "w" or "r" (writer or
@@ -29,8 +29,6 @@ import (
 // backend's script does, and writes on condition that no key of R was put
 // since the read (deletions, by releases or lapsed leases, only ever let
 // more callers in); a write that loses that race reads again.
-
-var _ fencelock.RWLockBackend = (*Backend)(nil)
 
 // rwKeys are the keys of a read-write lock, and its places.
 type rwKeys struct {
@@ -117,32 +115,32 @@ func (b *Backend) readRW(ctx context.Context, k rwKeys, token string) (*rwState,
 	return s, nil
 }
 
-// AcquireRW implements fencelock.RWLockBackend: a writer gets the lock when
+// acquireRW is Acquire of a KindRead or KindWrite: a writer gets the lock when
 // no hold and no admitted reader is live; a reader when it is admitted, or
 // when no writer holds the lock and no writer's intent is live. A refused
 // caller registers (or keeps, its lease renewed) its place for req.Place.
 // A fresh hold costs a lease grant, a read and a conditional write.
-func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fencelock.AcquireResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) acquireRW(ctx context.Context, req driver.Request) (_ driver.Result, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Place < 0 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
 	}
 	k := rwKeysOf(req.Namespace, req.Key)
 	a := &rwAttempt{b: b, ctx: ctx, req: req, k: k, me: k.hold(req.Token), myPlace: k.places + req.Token, secs: leaseSeconds(req.TTL)}
-	if req.Write {
+	if req.Kind == driver.KindWrite {
 		a.myPlace = k.intents + req.Token
 	}
 	a.lease, a.placeLease, err = b.leasesFor(ctx, a.secs, a.myPlace, req.Place)
 	if err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	for range permitRaces {
 		s, err := b.readRW(ctx, k, req.Token)
 		if err != nil {
-			return a.fail(fmt.Errorf("%w: reading the read-write lock: %w", fencelock.ErrNotSent, err))
+			return a.fail(fmt.Errorf("%w: reading the read-write lock: %w", driver.ErrNotSent, err))
 		}
 		res, raced, err := a.try(s)
 		if !raced {
@@ -151,7 +149,7 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 	}
 	b.revokeLater(a.lease.ID)
 	a.unused(0)
-	return fencelock.AcquireResult{}, nil // overtaken every time: try again later
+	return driver.Result{}, nil // overtaken every time: try again later
 }
 
 // rwAttempt is one AcquireRW: the caller's keys and the leases granted for
@@ -159,7 +157,7 @@ func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (_ fen
 type rwAttempt struct {
 	b          *Backend
 	ctx        context.Context
-	req        fencelock.RWRequest
+	req        driver.Request
 	k          rwKeys
 	me         string // the hold's key
 	myPlace    string // the place's key: an intent for a writer
@@ -176,15 +174,15 @@ func (a *rwAttempt) unused(keep clientv3.LeaseID) {
 }
 
 // fail revokes both leases and returns err.
-func (a *rwAttempt) fail(err error) (fencelock.AcquireResult, error) {
+func (a *rwAttempt) fail(err error) (driver.Result, error) {
 	a.b.revokeLater(a.lease.ID)
 	a.unused(0)
-	return fencelock.AcquireResult{}, err
+	return driver.Result{}, err
 }
 
 // try acts on the state s read: raced is true when a conditional write
 // found the lock changed since, and AcquireRW reads it again.
-func (a *rwAttempt) try(s *rwState) (res fencelock.AcquireResult, raced bool, err error) {
+func (a *rwAttempt) try(s *rwState) (res driver.Result, raced bool, err error) {
 	if s.tomb {
 		res, err = a.refuseTombstoned(s)
 		return res, false, err
@@ -207,18 +205,18 @@ func (a *rwAttempt) leave() []clientv3.Op {
 
 // refuseTombstoned refuses a late copy of an acquire its client gave up;
 // its place goes.
-func (a *rwAttempt) refuseTombstoned(s *rwState) (fencelock.AcquireResult, error) {
+func (a *rwAttempt) refuseTombstoned(s *rwState) (driver.Result, error) {
 	if _, err := a.b.cli.Txn(a.ctx).Then(a.leave()...).Commit(); err != nil {
 		return a.fail(err)
 	}
 	a.b.revokeLater(a.lease.ID)
 	a.unused(0)
 	a.b.forgetPlace(a.myPlace)
-	return fencelock.AcquireResult{HolderTTL: a.b.holderTTL(a.ctx, s.holds)}, nil
+	return driver.Result{HolderTTL: a.b.holderTTL(a.ctx, s.holds)}, nil
 }
 
 // retry moves the caller's hold, of an earlier attempt, to the new lease.
-func (a *rwAttempt) retry(s *rwState) (_ fencelock.AcquireResult, raced bool, _ error) {
+func (a *rwAttempt) retry(s *rwState) (_ driver.Result, raced bool, _ error) {
 	b := a.b
 	resp, err := b.cli.Txn(a.ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(a.me), "=", s.mine.CreateRevision)).
@@ -229,7 +227,7 @@ func (a *rwAttempt) retry(s *rwState) (_ fencelock.AcquireResult, raced bool, _ 
 		return res, false, err
 	}
 	if !resp.Succeeded {
-		return fencelock.AcquireResult{}, true, nil
+		return driver.Result{}, true, nil
 	}
 	if s.mine.Lease != int64(a.lease.ID) {
 		b.revokeLater(clientv3.LeaseID(s.mine.Lease))
@@ -237,10 +235,10 @@ func (a *rwAttempt) retry(s *rwState) (_ fencelock.AcquireResult, raced bool, _ 
 	a.unused(0)
 	base, err := parseBase(s.mine.Value[1:])
 	if err != nil {
-		return fencelock.AcquireResult{}, false, err
+		return driver.Result{}, false, err
 	}
 	b.remember(a.me, holdLease{id: a.lease.ID, asked: a.secs})
-	return fencelock.AcquireResult{Acquired: true, Fence: base + s.mine.CreateRevision, Holds: 1, Validity: validity(a.lease.TTL, a.req.TTL)}, false, nil
+	return driver.Result{Acquired: true, Fence: base + s.mine.CreateRevision, Holds: 1, Validity: validity(a.lease.TTL, a.req.TTL)}, false, nil
 }
 
 // judge decides whether s grants the caller the lock, on the conditions
@@ -250,7 +248,7 @@ func (a *rwAttempt) retry(s *rwState) (_ fencelock.AcquireResult, raced bool, _ 
 func (a *rwAttempt) judge(s *rwState) (grant bool, wait []*mvccpb.KeyValue, waitEarliest bool, conds []clientv3.Cmp) {
 	k := a.k
 	conds = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k.prefix), "<", s.rev+1).WithRange(k.end())}
-	if a.req.Write {
+	if a.req.Kind == driver.KindWrite {
 		grant = len(s.holds) == 0 && len(s.admitted) == 0
 		wait = append(append(wait, s.holds...), s.admitted...)
 		return grant, wait, false, conds
@@ -272,7 +270,7 @@ func (a *rwAttempt) judge(s *rwState) (grant bool, wait []*mvccpb.KeyValue, wait
 
 // grant writes the caller's hold, on conditions conds, raising the fence
 // base to the request's floor if that is above it.
-func (a *rwAttempt) grant(s *rwState, conds []clientv3.Cmp) (_ fencelock.AcquireResult, raced bool, _ error) {
+func (a *rwAttempt) grant(s *rwState, conds []clientv3.Cmp) (_ driver.Result, raced bool, _ error) {
 	b, req := a.b, a.req
 	var ops []clientv3.Op
 	base := s.base
@@ -281,7 +279,7 @@ func (a *rwAttempt) grant(s *rwState, conds []clientv3.Cmp) (_ fencelock.Acquire
 		ops = append(ops, clientv3.OpPut(a.k.last, padBase(base)))
 	}
 	kind := "r"
-	if req.Write {
+	if req.Kind == driver.KindWrite {
 		kind = "w"
 	}
 	ops = append(ops, clientv3.OpPut(a.me, kind+padBase(base), clientv3.WithLease(a.lease.ID)))
@@ -292,7 +290,7 @@ func (a *rwAttempt) grant(s *rwState, conds []clientv3.Cmp) (_ fencelock.Acquire
 		return res, false, err
 	}
 	if !resp.Succeeded {
-		return fencelock.AcquireResult{}, true, nil
+		return driver.Result{}, true, nil
 	}
 	a.unused(0)
 	if p, ok := b.placeOf(a.myPlace); ok {
@@ -302,16 +300,16 @@ func (a *rwAttempt) grant(s *rwState, conds []clientv3.Cmp) (_ fencelock.Acquire
 		}
 	}
 	b.remember(a.me, holdLease{id: a.lease.ID, asked: a.secs})
-	return fencelock.AcquireResult{Acquired: true, Fence: base + resp.Header.Revision, Holds: 1, Validity: validity(a.lease.TTL, req.TTL)}, false, nil
+	return driver.Result{Acquired: true, Fence: base + resp.Header.Revision, Holds: 1, Validity: validity(a.lease.TTL, req.TTL)}, false, nil
 }
 
 // refuse refuses the caller: it registers its place (if asked and not
 // there yet) and says how long the holders in wait may keep it waiting.
-func (a *rwAttempt) refuse(s *rwState, wait []*mvccpb.KeyValue, waitEarliest bool) (fencelock.AcquireResult, error) {
+func (a *rwAttempt) refuse(s *rwState, wait []*mvccpb.KeyValue, waitEarliest bool) (driver.Result, error) {
 	b := a.b
 	b.revokeLater(a.lease.ID)
 	held := s.intent
-	if !a.req.Write {
+	if a.req.Kind != driver.KindWrite {
 		held = s.place
 	}
 	if a.placeLease != 0 && held == nil {
@@ -321,7 +319,7 @@ func (a *rwAttempt) refuse(s *rwState, wait []*mvccpb.KeyValue, waitEarliest boo
 			Commit()
 		if err != nil {
 			a.unused(0)
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 		if resp.Succeeded {
 			b.rememberPlace(a.myPlace, place{lease: a.placeLease, rev: resp.Header.Revision})
@@ -337,9 +335,9 @@ func (a *rwAttempt) refuse(s *rwState, wait []*mvccpb.KeyValue, waitEarliest boo
 		a.unused(0)
 	}
 	if waitEarliest {
-		return fencelock.AcquireResult{HolderTTL: b.earliestTTL(a.ctx, wait)}, nil
+		return driver.Result{HolderTTL: b.earliestTTL(a.ctx, wait)}, nil
 	}
-	return fencelock.AcquireResult{HolderTTL: b.holderTTL(a.ctx, wait)}, nil
+	return driver.Result{HolderTTL: b.holderTTL(a.ctx, wait)}, nil
 }
 
 // leasesFor grants the hold's lease of secs and, for a caller that keeps a
@@ -370,22 +368,22 @@ func (b *Backend) leasesFor(ctx context.Context, secs int64, placeKey string, pl
 		if placeLease != 0 && placeLease != known.lease {
 			b.revokeLater(placeLease)
 		}
-		return nil, 0, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, leaseErr)
+		return nil, 0, fmt.Errorf("%w: granting a lease of %ds: %w", driver.ErrNotSent, secs, leaseErr)
 	}
 	if placeFor > 0 && placeLease == 0 {
 		b.revokeLater(lease.ID)
-		return nil, 0, fmt.Errorf("%w: no lease for the place", fencelock.ErrNotSent)
+		return nil, 0, fmt.Errorf("%w: no lease for the place", driver.ErrNotSent)
 	}
 	return lease, placeLease, nil
 }
 
-// ReleaseRW implements fencelock.RWLockBackend: it gives up the token's
+// releaseRW is Release of a KindRead or KindWrite: it gives up the token's
 // hold and withdraws its intent or place; the writer's release admits the
 // readers then waiting. Remaining is 0.
-func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) releaseRW(ctx context.Context, req driver.ReleaseRequest) (_ driver.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	k := rwKeysOf(req.Namespace, req.Key)
 	hold := k.hold(req.Token)
@@ -394,7 +392,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 		secs := leaseSeconds(req.Tombstone)
 		lease, err := b.cli.Grant(ctx, secs)
 		if err != nil {
-			return fencelock.ReleaseResult{}, fmt.Errorf("%w: granting the tombstone's lease of %ds: %w", fencelock.ErrNotSent, secs, err)
+			return driver.ReleaseResult{}, fmt.Errorf("%w: granting the tombstone's lease of %ds: %w", driver.ErrNotSent, secs, err)
 		}
 		tomb = append(tomb, clientv3.OpPut(k.tombstone(req.Token), "", clientv3.WithLease(lease.ID)))
 	}
@@ -410,7 +408,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 		Else(leave...).
 		Commit()
 	if err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	b.forget(hold)
 	for _, p := range []string{k.intents + req.Token, k.places + req.Token} {
@@ -420,36 +418,30 @@ func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (
 		}
 	}
 	if !resp.Succeeded {
-		return fencelock.ReleaseResult{}, nil
+		return driver.ReleaseResult{}, nil
 	}
 	if prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 && prev[0].Lease != 0 {
 		b.revokeLater(clientv3.LeaseID(prev[0].Lease))
 	}
-	return fencelock.ReleaseResult{Held: true}, nil
+	return driver.ReleaseResult{Held: true}, nil
 }
 
-// RenewRW implements fencelock.RWLockBackend, as Renew does for the lock.
-func (b *Backend) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
-	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	return b.renew(ctx, reqs, rwKeysFor)
-}
-
-// RWTTL implements fencelock.RWLockBackend, as TTL does for the lock.
-func (b *Backend) RWTTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+// rwTTL is TTL of a KindRead or KindWrite, as lockTTL is of a lock.
+func (b *Backend) rwTTL(ctx context.Context, ref driver.Ref) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
 	return b.ttl(ctx, rwKeysOf(ref.Namespace, ref.Key).hold(ref.Token))
 }
 
-// WatchRW implements fencelock.RWLockBackend: it delivers, coalesced, every
+// watchRW is Watch of a KindRead or KindWrite: it delivers, coalesced, every
 // deletion of a hold, an intent or a place (releases, withdrawals, lapsed
 // leases) and every writer's release (which admits the waiting readers).
 // That is more often than a waiter can get in, which the contract allows.
-func (b *Backend) WatchRW(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+func (b *Backend) watchRW(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	if key == "" {
-		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+		return nil, &driver.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
 	k := rwKeysOf(namespace, key)
 	return b.watchRange(ctx, k.prefix, k.end(), func(ev *clientv3.Event) bool {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Semaphores (fencelock.SemaphoreBackend). A semaphore's permits are holds
+// Semaphores (driver.KindSemaphore). A semaphore's permits are holds
 // under P "s/h/" (P is the lock's prefix, so the semaphore is apart from the
 // lock of the same name), each on a lease of its own; tombstones under
 // P "s/t/". A permit's value is the fence base at its acquisition, and its
@@ -24,40 +24,38 @@ import (
 // the read's revision; a permit that went away meanwhile only leaves more
 // room). A write that loses that race reads again, a few times at most.
 
-var _ fencelock.SemaphoreBackend = (*Backend)(nil)
-
 // semKeysOf are the keys of the semaphore named by namespace and key.
 func semKeysOf(namespace, key string) keys {
 	p := keysOf(namespace, key).prefix + "s/"
 	return keys{prefix: p, holds: p + "h/", last: p + "last"}
 }
 
-// permitRaces bounds the read-and-write rounds of one AcquirePermit that
+// permitRaces bounds the read-and-write rounds of one acquirePermit that
 // other acquires keep overtaking.
 const permitRaces = 5
 
-// AcquirePermit implements fencelock.SemaphoreBackend: it takes a permit
+// acquirePermit is Acquire of a KindSemaphore: it takes a permit
 // when fewer than req.Permits are live. A fresh permit costs three round
 // trips (a lease grant, a read, a conditional write); a retry with a token
 // that holds a permit moves it to the new lease, keeping its fence.
-func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (_ fencelock.AcquireResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+func (b *Backend) acquirePermit(ctx context.Context, req driver.Request) (_ driver.Result, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Permits < 1 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "semaphore permits", Value: req.Permits, Reason: "must be at least 1"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "semaphore permits", Value: req.Permits, Reason: "must be at least 1"}
 	}
 	k := semKeysOf(req.Namespace, req.Key)
 	me, tomb := k.hold(req.Token), k.tombstone(req.Token)
 	secs := leaseSeconds(req.TTL)
 	lease, err := b.cli.Grant(ctx, secs)
 	if err != nil {
-		return fencelock.AcquireResult{}, fmt.Errorf("%w: granting a lease of %ds: %w", fencelock.ErrNotSent, secs, err)
+		return driver.Result{}, fmt.Errorf("%w: granting a lease of %ds: %w", driver.ErrNotSent, secs, err)
 	}
-	acquired := func(fence int64) (fencelock.AcquireResult, error) {
+	acquired := func(fence int64) (driver.Result, error) {
 		b.remember(me, holdLease{id: lease.ID, asked: secs})
-		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
+		return driver.Result{Acquired: true, Fence: fence, Holds: 1, Validity: validity(lease.TTL, req.TTL)}, nil
 	}
 	for range permitRaces {
 		read, err := b.cli.Txn(ctx).Then(
@@ -67,12 +65,12 @@ func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest
 		).Commit()
 		if err != nil {
 			b.revokeLater(lease.ID)
-			return fencelock.AcquireResult{}, fmt.Errorf("%w: reading the permits: %w", fencelock.ErrNotSent, err)
+			return driver.Result{}, fmt.Errorf("%w: reading the permits: %w", driver.ErrNotSent, err)
 		}
 		permits := read.Responses[0].GetResponseRange().Kvs
 		if read.Responses[2].GetResponseRange().Count > 0 {
 			b.revokeLater(lease.ID)
-			return fencelock.AcquireResult{HolderTTL: b.earliestTTL(ctx, permits)}, nil
+			return driver.Result{HolderTTL: b.earliestTTL(ctx, permits)}, nil
 		}
 		var mine *mvccpb.KeyValue
 		for _, kv := range permits {
@@ -89,7 +87,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest
 				Commit()
 			if err != nil {
 				b.revokeLater(lease.ID)
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			if !resp.Succeeded {
 				continue
@@ -99,13 +97,13 @@ func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest
 			}
 			base, err := parseBase(mine.Value)
 			if err != nil {
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			return acquired(base + mine.CreateRevision)
 		}
 		if len(permits) >= req.Permits {
 			b.revokeLater(lease.ID)
-			return fencelock.AcquireResult{HolderTTL: b.earliestTTL(ctx, permits)}, nil
+			return driver.Result{HolderTTL: b.earliestTTL(ctx, permits)}, nil
 		}
 
 		// Room for one more: write it, unless a permit came meanwhile.
@@ -115,7 +113,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest
 		sameBase := clientv3.Compare(clientv3.CreateRevision(k.last), "=", 0)
 		if len(lastKVs) == 1 {
 			if base, err = parseBase(lastKVs[0].Value); err != nil {
-				return fencelock.AcquireResult{}, err
+				return driver.Result{}, err
 			}
 			sameBase = clientv3.Compare(clientv3.ModRevision(k.last), "=", lastKVs[0].ModRevision)
 		}
@@ -136,7 +134,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest
 			Commit()
 		if err != nil {
 			b.revokeLater(lease.ID)
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 		if resp.Succeeded {
 			return acquired(base + resp.Header.Revision)
@@ -145,7 +143,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest
 	// Overtaken every time: a busy semaphore. Not held; the waiter tries
 	// again on its timer or on the next release.
 	b.revokeLater(lease.ID)
-	return fencelock.AcquireResult{}, nil
+	return driver.Result{}, nil
 }
 
 // earliestTTL is the HolderTTL of a refused permit: an upper bound of when
@@ -167,39 +165,31 @@ func (b *Backend) earliestTTL(ctx context.Context, permits []*mvccpb.KeyValue) t
 	return earliest
 }
 
-// ReleasePermit implements fencelock.SemaphoreBackend, as Release does for
-// the lock. Remaining is the number of permits left, which callers ignore.
-func (b *Backend) ReleasePermit(ctx context.Context, req fencelock.ReleaseRequest) (_ fencelock.ReleaseResult, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+// releasePermit is Release of a KindSemaphore, as releaseLock is of a lock. Remaining is the number of permits left, which callers ignore.
+func (b *Backend) releasePermit(ctx context.Context, req driver.ReleaseRequest) (_ driver.ReleaseResult, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	res, err := b.release(ctx, semKeysOf(req.Namespace, req.Key), req)
 	res.Remaining = 0 // permits are not re-entrant: nothing of this holder remains
 	return res, err
 }
 
-// RenewPermits implements fencelock.SemaphoreBackend, as Renew does for the
-// lock.
-func (b *Backend) RenewPermits(ctx context.Context, reqs []fencelock.RenewRequest) (results []fencelock.RenewResult, err error) {
-	defer func() { results, err = misconfiguredResults(results), misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
-	return b.renew(ctx, reqs, semKeysOf)
-}
-
-// PermitTTL implements fencelock.SemaphoreBackend, as TTL does for the lock.
-func (b *Backend) PermitTTL(ctx context.Context, ref fencelock.LockRef) (_ time.Duration, err error) {
-	defer func() { err = misconfigured(err) }() // the store refused the client: fencelock.ErrMisconfigured
+// permitTTL is TTL of a KindSemaphore, as lockTTL is of a lock.
+func (b *Backend) permitTTL(ctx context.Context, ref driver.Ref) (_ time.Duration, err error) {
+	defer func() { err = misconfigured(err) }() // the store refused the client: driver.ErrMisconfigured
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
 	return b.ttl(ctx, semKeysOf(ref.Namespace, ref.Key).hold(ref.Token))
 }
 
-// WatchPermits implements fencelock.SemaphoreBackend: every permit given
-// back (released, or its lease ended) is delivered, coalesced.
-func (b *Backend) WatchPermits(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+// watchPermits is Watch of a KindSemaphore: every permit given back
+// (released, or its lease ended) is delivered, coalesced.
+func (b *Backend) watchPermits(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	if key == "" {
-		return nil, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+		return nil, &driver.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
 	return b.watchHolds(ctx, semKeysOf(namespace, key))
 }

@@ -25,11 +25,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-// Backend is a fencelock.Backend on Redis. Make one per fencelock.Client:
+// Backend is a driver.Store on Redis. Make one per fencelock.Client:
 // the Client closes it.
 type Backend struct {
 	rdb      redis.UniversalClient
@@ -117,24 +117,19 @@ func (b *Backend) leaveLine(channel string) {
 	})
 }
 
-var (
-	_ fencelock.Backend         = (*Backend)(nil)
-	_ fencelock.ReleaseNotifier = (*Backend)(nil)
-)
-
-// Acquire implements fencelock.Backend.
-func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+// acquireLock is Acquire of a KindLock: acquireScript.
+func (b *Backend) acquireLock(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if b.optErr != nil {
-		return fencelock.AcquireResult{}, b.optErr
+		return driver.Result{}, b.optErr
 	}
 	if err := checkNames(req.Namespace, req.Key); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if err := checkLease("ttl", req.TTL); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	k := keysFor(req.Namespace, req.Key)
-	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
+	res, err := guard(b, ctx, func(ctx context.Context) (driver.Result, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
 		args := b.acquireArgs(k, req)
 		var vals []int64
@@ -145,7 +140,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 			vals, err = b.pipe.run(ctx, acquireScript, keys, args...).Int64Slice()
 		}
 		if err != nil {
-			return fencelock.AcquireResult{}, classify(err)
+			return driver.Result{}, classify(err)
 		}
 		return acquireResult(vals)
 	})
@@ -156,7 +151,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 }
 
 // acquireArgs are the ARGV of the acquire script for req on the lock k.
-func (b *Backend) acquireArgs(k lockKeys, req fencelock.AcquireRequest) []any {
+func (b *Backend) acquireArgs(k lockKeys, req driver.Request) []any {
 	// The owner is the token unless WithOwner says otherwise: one boxing
 	// (an allocation) serves both.
 	token := any(req.Token)
@@ -177,22 +172,22 @@ func (b *Backend) acquireArgs(k lockKeys, req fencelock.AcquireRequest) []any {
 	return args
 }
 
-// Release implements fencelock.Backend.
-func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+// releaseLock is Release of a KindLock: releaseScript.
+func (b *Backend) releaseLock(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	if err := b.checkRelease(req); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	k := keysFor(req.Namespace, req.Key)
-	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
+	return guard(b, ctx, func(ctx context.Context) (driver.ReleaseResult, error) {
 		process, waits := b.releasingProcess(k)
 		reply, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token),
 			req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry), process, waits, ms(b.turnGrace)).Result()
 		if err != nil {
-			return fencelock.ReleaseResult{}, classify(err)
+			return driver.ReleaseResult{}, classify(err)
 		}
 		res, _, err := releaseResult(reply)
 		if err != nil {
-			return fencelock.ReleaseResult{}, err
+			return driver.ReleaseResult{}, err
 		}
 		b.notifyIfAsked(ctx, req, res, k)
 		return res, nil
@@ -224,7 +219,7 @@ var (
 // releaseResult decodes the reply of the release script: the live holds
 // left (or -1), alone or as the first element of {left, fence handed, 1
 // when the release yielded to another process}.
-func releaseResult(reply any) (res fencelock.ReleaseResult, handed int64, err error) {
+func releaseResult(reply any) (res driver.ReleaseResult, handed int64, err error) {
 	var left int64
 	switch v := reply.(type) {
 	case int64:
@@ -251,24 +246,24 @@ func releaseResult(reply any) (res fencelock.ReleaseResult, handed int64, err er
 }
 
 // notifyIfAsked wakes the watchers of the lock's releases when req asks for
-// it (fencelock.ReleaseRequest.Notify) and res freed the lock or handed it
+// it (driver.ReleaseRequest.Notify) and res freed the lock or handed it
 // on. The release script publishes only when an acquire was refused while
 // the lock was held (so that an uncontended release costs no PUBLISH, which
 // on Cluster reaches every node); a release with Notify, rare (an election's
 // resignation), publishes in a second request (publishHint).
-func (b *Backend) notifyIfAsked(ctx context.Context, req fencelock.ReleaseRequest, res fencelock.ReleaseResult, k lockKeys) {
+func (b *Backend) notifyIfAsked(ctx context.Context, req driver.ReleaseRequest, res driver.ReleaseResult, k lockKeys) {
 	if !req.Notify || !res.Held || res.Remaining > 0 {
 		return
 	}
 	b.publishHint(ctx, k.channel, "released")
 }
 
-// notifyAcquired wakes the change watchers of the lock (WatchChanges) when
-// req asks for it (fencelock.AcquireRequest.Notify) and res took the lock
+// notifyAcquired wakes the change watchers of the lock (WatchRequest.Changes) when
+// req asks for it (driver.Request.Notify) and res took the lock
 // (not a re-entry), with an "acquired" message in a second request
 // (publishHint): rare (an election's new leader), so the acquire script's
 // fast path stays as it is. Release watchers ignore the message.
-func (b *Backend) notifyAcquired(ctx context.Context, req fencelock.AcquireRequest, res fencelock.AcquireResult, k lockKeys) {
+func (b *Backend) notifyAcquired(ctx context.Context, req driver.Request, res driver.Result, k lockKeys) {
 	if !req.Notify || !res.Acquired || res.Holds != 1 {
 		return
 	}
@@ -293,33 +288,34 @@ func (b *Backend) publishHint(ctx context.Context, channel, message string) {
 	})
 }
 
-var _ fencelock.HandOffBackend = (*Backend)(nil)
-
-// ReleaseHandOff implements fencelock.HandOffBackend with the release
-// script: one script run releases req and, when that frees the lock and no
-// one else asked for it, takes it for next. With replica acknowledgement
-// (WithReplicaAck) it releases only: an acquire there must be acknowledged
-// by the replicas, which a release is not.
-func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseRequest, next fencelock.AcquireRequest) (fencelock.ReleaseResult, fencelock.AcquireResult, error) {
+// HandOff implements driver.Lines with the release script: one script run
+// releases req and, when that frees the lock and no one else asked for it,
+// takes it for next. With replica acknowledgement (WithReplicaAck) it
+// releases only, and hands nothing over: an acquire there must be
+// acknowledged by the replicas, which a release is not.
+func (b *Backend) HandOff(ctx context.Context, req driver.ReleaseRequest, next driver.Request) (driver.ReleaseResult, driver.Result, error) {
+	if req.Kind != driver.KindLock || next.Kind != driver.KindLock {
+		return driver.ReleaseResult{}, driver.Result{}, fmt.Errorf("%w: redisbackend hands over plain locks only", driver.ErrUnsupported)
+	}
 	if b.ack != nil {
-		res, err := b.Release(ctx, req)
-		return res, fencelock.AcquireResult{}, err
+		res, err := b.releaseLock(ctx, req)
+		return res, driver.Result{}, err
 	}
 	if err := b.checkRelease(req); err != nil {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+		return driver.ReleaseResult{}, driver.Result{}, err
 	}
 	if next.Namespace != req.Namespace || next.Key != req.Key || next.Owner != next.Token || next.Token == "" {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{
+		return driver.ReleaseResult{}, driver.Result{}, &driver.InvalidArgumentError{
 			Name: "next", Value: fmt.Sprintf("%s/%s owner %q token %q", next.Namespace, next.Key, next.Owner, next.Token),
 			Reason: "must name the released lock, with Owner equal to a non-empty Token"}
 	}
 	if err := checkLease("ttl", next.TTL); err != nil {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+		return driver.ReleaseResult{}, driver.Result{}, err
 	}
 	k := keysFor(req.Namespace, req.Key)
 	type both struct {
-		rel fencelock.ReleaseResult
-		acq fencelock.AcquireResult
+		rel driver.ReleaseResult
+		acq driver.Result
 	}
 	r, err := guard(b, ctx, func(ctx context.Context) (both, error) {
 		keys := append(k.releaseKeys(req.Token), k.tombstone(next.Token))
@@ -342,7 +338,7 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 		}
 		r := both{rel: rel}
 		if fence > 0 {
-			r.acq = fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: 1}
+			r.acq = driver.Result{Acquired: true, Fence: fence, Holds: 1}
 		}
 		b.notifyIfAsked(ctx, req, r.rel, k)
 		return r, nil
@@ -351,7 +347,7 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 }
 
 // checkRelease refuses a release request the scripts cannot take.
-func (b *Backend) checkRelease(req fencelock.ReleaseRequest) error {
+func (b *Backend) checkRelease(req driver.ReleaseRequest) error {
 	if b.optErr != nil {
 		return b.optErr
 	}
@@ -364,34 +360,43 @@ func (b *Backend) checkRelease(req fencelock.ReleaseRequest) error {
 	return nil
 }
 
-// Renew implements fencelock.Backend: one pipelined round trip for the
-// batch (one per node on Cluster).
-func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	if b.optErr != nil {
-		return nil, b.optErr
-	}
-	for _, r := range reqs {
-		if err := checkLease("ttl", r.TTL); err != nil {
-			return nil, err
-		}
-	}
+// renewLocks renews a batch of KindLock holds in one round trip (one per
+// node on Cluster): one script run on a single node, a pipeline otherwise.
+// The caller has checked the requests.
+func (b *Backend) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	if _, single := b.rdb.(*redis.Client); single && b.ack == nil && len(reqs) > 1 {
-		return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
+		return guard(b, ctx, func(ctx context.Context) ([]driver.RenewResult, error) {
 			return b.renewMany(ctx, reqs)
 		})
 	}
+	return b.renewBatch(ctx, reqs)
+}
+
+// renewCall is the script call that renews r: renewScript for a lock,
+// holdsRenewScript for the holds of a semaphore or read-write lock.
+func renewCall(r driver.RenewRequest) call {
+	args := []any{r.Token, ms(r.TTL)}
+	if r.Kind == driver.KindLock {
+		return call{s: renewScript, keys: []string{lockKeyOf(r.Namespace, r.Key)}, args: args}
+	}
+	return call{s: holdsRenewScript, keys: holdKeysFor(r.Namespace, r.Key, holdKind(r.Kind)).renewKeys(), args: args}
+}
+
+// renewBatch renews a batch of holds of any kinds in one pipelined round
+// trip (one per node on Cluster), each with its kind's script.
+func (b *Backend) renewBatch(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	calls := make([]call, len(reqs))
 	for i, r := range reqs {
-		calls[i] = call{keys: []string{lockKeyOf(r.Namespace, r.Key)}, args: []any{r.Token, ms(r.TTL)}}
+		calls[i] = renewCall(r)
 	}
-	return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
+	return guard(b, ctx, func(ctx context.Context) ([]driver.RenewResult, error) {
 		if b.ack != nil {
 			return b.renewAcked(ctx, calls), nil
 		}
-		results := make([]fencelock.RenewResult, len(reqs))
-		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, renewScript, calls) {
+		results := make([]driver.RenewResult, len(reqs))
+		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, calls) {
 			n, err := cmd.Int64()
-			results[i] = fencelock.RenewResult{Held: err == nil && n == 1, Err: classify(err)}
+			results[i] = driver.RenewResult{Held: err == nil && n == 1, Err: classify(err)}
 			b.noteFailure(err)
 		}
 		return results, nil
@@ -401,7 +406,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 // renewMany renews a batch on a single node in one script run
 // (renewManyScript). An error of the whole call (the server did not answer)
 // is the batch's; a lock whose commands failed has its own.
-func (b *Backend) renewMany(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *Backend) renewMany(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	keys := make([]string, len(reqs))
 	args := make([]any, 0, 2*len(reqs))
 	// The locks of a batch mostly share their ttl: box it once per value
@@ -422,7 +427,7 @@ func (b *Backend) renewMany(ctx context.Context, reqs []fencelock.RenewRequest) 
 	if len(vals) != len(reqs) {
 		return nil, fmt.Errorf("redisbackend: renewal script returned %d results for %d locks", len(vals), len(reqs))
 	}
-	results := make([]fencelock.RenewResult, len(reqs))
+	results := make([]driver.RenewResult, len(reqs))
 	for i, v := range vals {
 		switch v := v.(type) {
 		case int64:
@@ -436,11 +441,8 @@ func (b *Backend) renewMany(ctx context.Context, reqs []fencelock.RenewRequest) 
 	return results, nil
 }
 
-// TTL implements fencelock.Backend.
-func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
-	if b.optErr != nil {
-		return 0, b.optErr
-	}
+// lockTTL is TTL of a KindLock: ttlScript.
+func (b *Backend) lockTTL(ctx context.Context, ref driver.Ref) (time.Duration, error) {
 	k := keysFor(ref.Namespace, ref.Key)
 	pttl, err := guard(b, ctx, func(ctx context.Context) (int64, error) {
 		return b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).Int64()
@@ -449,30 +451,9 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 		return 0, classify(err)
 	}
 	if pttl == -2 {
-		return 0, fencelock.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return time.Duration(max(pttl, 0)) * time.Millisecond, nil
-}
-
-// WatchReleases implements fencelock.ReleaseNotifier with one pub/sub
-// connection shared by every waiter of the Backend.
-func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
-	if b.notifier == nil {
-		return nil, errNotificationsOff
-	}
-	return b.notifier.watch(ctx, keysFor(namespace, key).channel, false)
-}
-
-var _ fencelock.ChangeNotifier = (*Backend)(nil)
-
-// WatchChanges implements fencelock.ChangeNotifier: WatchReleases whose
-// watch is also woken by the "acquired" message of an acquisition with
-// AcquireRequest.Notify.
-func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
-	if b.notifier == nil {
-		return nil, errNotificationsOff
-	}
-	return b.notifier.watch(ctx, keysFor(namespace, key).channel, true)
 }
 
 // Close stops release notifications and waits for requests that outlived
@@ -493,9 +474,9 @@ func (b *Backend) Close() error {
 // finishes in the background within those timeouts (its result is dropped);
 // Close waits for it. When none of f's commands had been written to a
 // connection yet (go-redis was still dialing, or waiting for a pooled
-// connection), none ever will be, and the error matches fencelock.ErrNotSent.
+// connection), none ever will be, and the error matches driver.ErrNotSent.
 // A refusal of the client's credentials or permissions, by whichever of
-// f's commands, matches fencelock.ErrMisconfigured (misconfigured).
+// f's commands, matches driver.ErrMisconfigured (misconfigured).
 //
 // Returning early takes a goroutine that runs f while the caller waits, and
 // that hand-over costs about as much client CPU as the request itself. It
@@ -505,7 +486,7 @@ func (b *Backend) Close() error {
 func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
 		var zero T
-		return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, err)
+		return zero, fmt.Errorf("%w: %w", driver.ErrNotSent, err)
 	}
 	if ctx.Done() == nil {
 		val, err := f(ctx)
@@ -533,7 +514,7 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 		var zero T
 		b.noteFailure(ctx.Err())
 		if sent.abandon() {
-			return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, ctx.Err())
+			return zero, fmt.Errorf("%w: %w", driver.ErrNotSent, ctx.Err())
 		}
 		return zero, ctx.Err()
 	}
@@ -566,7 +547,7 @@ func runInline[T any](b *Backend, ctx context.Context, f func(context.Context) (
 	b.noteFailure(cerr)
 	var zero T
 	if sent.abandon() {
-		return zero, fmt.Errorf("%w: %w", fencelock.ErrNotSent, cerr)
+		return zero, fmt.Errorf("%w: %w", driver.ErrNotSent, cerr)
 	}
 	return zero, fmt.Errorf("%w (%w)", cerr, err)
 }
@@ -591,20 +572,20 @@ func ms(d time.Duration) int64 {
 }
 
 // checkLease refuses a duration that Redis cannot take as a lease: under a
-// millisecond, or over fencelock.MaxTTL (the millisecond arithmetic of the
+// millisecond, or over driver.MaxTTL (the millisecond arithmetic of the
 // scripts and of ms would overflow, and a negative PX deletes the key).
 func checkLease(name string, d time.Duration) error {
-	if d < time.Millisecond || d > fencelock.MaxTTL {
-		return &fencelock.InvalidArgumentError{Name: name, Value: d,
-			Reason: "must be between 1ms and " + fencelock.MaxTTL.String()}
+	if d < time.Millisecond || d > driver.MaxTTL {
+		return &driver.InvalidArgumentError{Name: name, Value: d,
+			Reason: "must be between 1ms and " + driver.MaxTTL.String()}
 	}
 	return nil
 }
 
 // classify marks errors of requests that were certainly not sent (no
-// connection could be had) with fencelock.ErrNotSent, so that the Client
+// connection could be had) with driver.ErrNotSent, so that the Client
 // knows no clean-up is needed, and refusals of the client's credentials or
-// permissions with fencelock.ErrMisconfigured (misconfigured), so that it
+// permissions with driver.ErrMisconfigured (misconfigured), so that it
 // does not retry them.
 func classify(err error) error {
 	if err == nil {
@@ -613,7 +594,7 @@ func classify(err error) error {
 	var opErr *net.OpError
 	if (errors.As(err, &opErr) && opErr.Op == "dial") ||
 		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
-		return fmt.Errorf("%w: %w", fencelock.ErrNotSent, err)
+		return fmt.Errorf("%w: %w", driver.ErrNotSent, err)
 	}
 	return misconfigured(err)
 }

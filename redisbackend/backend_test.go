@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -23,9 +24,9 @@ func newBackend(t *testing.T, opts ...redisbackend.Option) (*redisbackend.Backen
 	return b, rdb
 }
 
-func acquireReq(key, token, owner string, ttl time.Duration) fencelock.AcquireRequest {
-	return fencelock.AcquireRequest{
-		Ref:   fencelock.LockRef{Namespace: "t", Key: key, Token: token},
+func acquireReq(key, token, owner string, ttl time.Duration) driver.Request {
+	return driver.Request{
+		Ref:   driver.Ref{Namespace: "t", Key: key, Token: token},
 		Owner: owner,
 		TTL:   ttl,
 	}
@@ -57,7 +58,7 @@ func TestAcquireRetryIsIdempotent(t *testing.T) {
 	if left, err := b.TTL(ctx, req.Ref); err != nil || left <= ttl/2 {
 		t.Fatalf("the retry did not restore the hold's lease: TTL %v %v", left, err)
 	}
-	res, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref})
+	res, err := b.Release(ctx, driver.ReleaseRequest{Ref: req.Ref})
 	if err != nil || !res.Held || res.Remaining != 0 {
 		t.Fatalf("release: %+v %v", res, err)
 	}
@@ -83,13 +84,13 @@ func TestReentryAndRetryOfReentry(t *testing.T) {
 	if other.Acquired || other.HolderTTL < 9*time.Second {
 		t.Fatalf("other owner: %+v", other)
 	}
-	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{Ref: inner.Ref}); !res.Held || res.Remaining != 1 {
+	if res, _ := b.Release(ctx, driver.ReleaseRequest{Ref: inner.Ref}); !res.Held || res.Remaining != 1 {
 		t.Fatalf("inner release: %+v", res)
 	}
-	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{Ref: inner.Ref}); res.Held {
+	if res, _ := b.Release(ctx, driver.ReleaseRequest{Ref: inner.Ref}); res.Held {
 		t.Fatalf("second release of the same hold: %+v, want not held", res)
 	}
-	if res, _ := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "r", Token: "a"}}); !res.Held || res.Remaining != 0 {
+	if res, _ := b.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: "t", Key: "r", Token: "a"}}); !res.Held || res.Remaining != 0 {
 		t.Fatalf("outer release: %+v", res)
 	}
 }
@@ -187,7 +188,7 @@ func TestFenceCounterExpiry(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, "t:{e}:fence").Val(); ttl < 59*time.Minute || ttl > time.Hour {
 		t.Fatalf("counter PTTL %v, want about an hour", ttl)
 	}
-	b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "e", Token: "a"}})
+	b.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: "t", Key: "e", Token: "a"}})
 	rdb.Del(ctx, "t:{e}:fence") // as if it had expired
 	second, err := b.Acquire(ctx, acquireReq("e", "b", "b", time.Second))
 	if err != nil || second.Fence <= first.Fence {
@@ -250,7 +251,7 @@ func TestReleasePublishesOnlyWhenWaited(t *testing.T) {
 	}
 	rel := func(token string) {
 		t.Helper()
-		if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "pub", Token: token}}); err != nil {
+		if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: "t", Key: "pub", Token: token}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -286,19 +287,19 @@ func TestReleasePublishesOnlyWhenWaited(t *testing.T) {
 }
 
 // An acquisition with Notify wakes the lock's change watchers
-// (WatchChanges, for Observe), not its release watchers: a waiter woken by
+// (WatchRequest.Changes, for Observe), not its release watchers: a waiter woken by
 // it would only find the lock taken. The release that frees the lock wakes
 // both.
 func TestAcquireNotifyWakesChangeWatchersOnly(t *testing.T) {
 	b, _ := newBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	releases, err := b.WatchReleases(ctx, "t", "k")
+	releases, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer releases.Stop()
-	changes, err := b.WatchChanges(ctx, "t", "k")
+	changes, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}, Changes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,11 +331,11 @@ func TestAcquireNotifyWakesChangeWatchersOnly(t *testing.T) {
 	}
 	// The release that frees the lock wakes both watchers.
 	for _, token := range []string{"tok2", "tok1"} {
-		if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "k", Token: token}, Notify: true}); err != nil {
+		if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: "t", Key: "k", Token: token}, Notify: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for name, w := range map[string]*fencelock.Watch{"release": releases, "change": changes} {
+	for name, w := range map[string]*driver.Watch{"release": releases, "change": changes} {
 		select {
 		case <-w.C:
 		case <-time.After(20 * time.Second):
@@ -367,7 +368,7 @@ func (h *publishStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// The notification of an acquisition (AcquireRequest.Notify) is a hint sent
+// The notification of an acquisition (Request.Notify) is a hint sent
 // off the caller's path: a PUBLISH that stalls neither holds the caller nor
 // eats into the lease it was granted (were the Acquire call to wait for
 // it, past its ctx with go-redis's defaults, the Client would find the
@@ -413,7 +414,7 @@ func TestNotificationsDoNotHoldTheCaller(t *testing.T) {
 
 	rel := make(chan error, 1)
 	go func() {
-		_, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref, Notify: true})
+		_, err := b.Release(ctx, driver.ReleaseRequest{Ref: req.Ref, Notify: true})
 		rel <- err
 	}()
 	select {

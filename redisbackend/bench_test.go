@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -376,14 +377,14 @@ func BenchmarkRenewBatch(b *testing.B) {
 	const batch = 64
 	_, be := backendWithoutPubSub(b) // renewal needs no notifications
 	ctx := context.Background()
-	reqs := make([]fencelock.RenewRequest, batch)
+	reqs := make([]driver.RenewRequest, batch)
 	for i := range reqs {
-		ref := fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: fmt.Sprintf("renew-%d", i),
+		ref := driver.Ref{Namespace: fencelock.DefaultNamespace, Key: fmt.Sprintf("renew-%d", i),
 			Token: fmt.Sprintf("token-%d-0123456789abcdef", i)}
-		if _, err := be.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: ref.Token, TTL: time.Hour}); err != nil {
+		if _, err := be.Acquire(ctx, driver.Request{Ref: ref, Owner: ref.Token, TTL: time.Hour}); err != nil {
 			b.Fatal(err)
 		}
-		reqs[i] = fencelock.RenewRequest{Ref: ref, TTL: 30 * time.Second}
+		reqs[i] = driver.RenewRequest{Ref: ref, TTL: 30 * time.Second}
 	}
 	for _, idle := range []time.Duration{0, time.Millisecond} {
 		b.Run("idle-"+idle.String(), func(b *testing.B) {

@@ -3,11 +3,7 @@ package redisbackend
 import (
 	"context"
 	"fmt"
-
-	"github.com/fencelock/fencelock"
 )
-
-var _ fencelock.Checker = (*Backend)(nil)
 
 // checkScript is the least a script can do: Check runs it to learn that the
 // server runs Lua scripts (some managed Redis services refuse EVAL).
@@ -18,13 +14,13 @@ var checkScript = newScript(luaScript("check.lua"))
 // channels (~NS:* &NS:*) lets it at these.
 const checkLock = "fencelock-check"
 
-// Check implements fencelock.Checker: an invalid option of the Backend
+// Check implements driver.Store: an invalid option of the Backend
 // (WithReplicaAck) or a namespace that would break the Cluster hash tag is
 // an invalid argument; otherwise it sends PING, a one-line script on a key
 // of the namespace, and a PUBLISH on a channel of the namespace (releases
 // publish there when someone waits), and returns the error if the server
 // cannot be reached, refuses scripts, or refuses the client's credentials
-// or its user's permission for any of these (fencelock.ErrMisconfigured).
+// or its user's permission for any of these (driver.ErrMisconfigured).
 func (b *Backend) Check(ctx context.Context, namespace string) error {
 	if b.optErr != nil {
 		return b.optErr

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/redisserver"
 	"github.com/fencelock/fencelock/testing/servertest"
@@ -642,7 +643,7 @@ func TestClusterFairGrant(t *testing.T) {
 			done <- acquired{wl, err, time.Now()}
 		}()
 		// The waiter joins, attempts once more once it watches, then
-		// renews its place every FairPlaceLease/3. A release right after
+		// renews its place every driver.PlaceLease/3. A release right after
 		// an attempt leaves it no reason to attempt before the grant.
 		pollUntil(t, 30*time.Second, key+": the waiter's first place renewal", func() bool {
 			return attempts.Load() >= before+3
@@ -665,7 +666,7 @@ func TestClusterFairGrant(t *testing.T) {
 		}
 		// Unless the machine stalled the test or the waiter until its next
 		// place renewal, it took the grant without an attempt.
-		if n := attempts.Load() - counted; n != 0 && sinceRenewal < fencelock.FairPlaceLease/6 {
+		if n := attempts.Load() - counted; n != 0 && sinceRenewal < driver.PlaceLease/6 {
 			t.Errorf("%s (node %s): the waiter made %d attempts after the release, want 0 (granted)", key, keyNode[key], n)
 		}
 		if err := r.lk.Release(ctx); err != nil {

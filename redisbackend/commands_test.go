@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -131,16 +132,16 @@ func TestRefusedAttemptCommands(t *testing.T) {
 	if _, err := be.Acquire(ctx, request("warm", "other")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := be.AcquireFairGrant(ctx, request("warm", "other"), 2*time.Second, 2*time.Second, 1); err != nil {
+	if _, err := be.AcquireInLine(ctx, request("warm", "other"), driver.Turn{Place: 2 * time.Second, Grant: 2 * time.Second, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
 
 	attempt := func(fair bool, token string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			var res fencelock.AcquireResult
+			var res driver.Result
 			var err error
 			if fair {
-				res, err = be.AcquireFairGrant(ctx, request("refused", token), 2*time.Second, 2*time.Second, 1)
+				res, err = be.AcquireInLine(ctx, request("refused", token), driver.Turn{Place: 2 * time.Second, Grant: 2 * time.Second, Seq: 1})
 			} else {
 				res, err = be.Acquire(ctx, request("refused", token))
 			}
@@ -185,16 +186,16 @@ func TestGrantCommands(t *testing.T) {
 	rdb, be := backendWithoutPubSub(t)
 	ctx := context.Background()
 	for i, key := range []string{"warm", "grant"} { // the first loads the scripts
-		if res, err := be.AcquireFair(ctx, request(key, "holder"), 0); err != nil || !res.Acquired {
+		if res, err := be.AcquireInLine(ctx, request(key, "holder"), driver.Turn{}); err != nil || !res.Acquired {
 			t.Fatal(res, err)
 		}
 		for seq, w := range []string{"first", "second"} {
-			if res, err := be.AcquireFairGrant(ctx, request(key, w), 2*time.Second, 2*time.Second, int64(seq+1)); err != nil || res.Acquired {
+			if res, err := be.AcquireInLine(ctx, request(key, w), driver.Turn{Place: 2 * time.Second, Grant: 2 * time.Second, Seq: int64(seq + 1)}); err != nil || res.Acquired {
 				t.Fatal(res, err)
 			}
 		}
 		release := func(ctx context.Context) error {
-			_, err := be.Release(ctx, fencelock.ReleaseRequest{Ref: request(key, "holder").Ref})
+			_, err := be.Release(ctx, driver.ReleaseRequest{Ref: request(key, "holder").Ref})
 			return err
 		}
 		if i == 0 {
@@ -231,8 +232,8 @@ func backendWithoutPubSub(t testing.TB) (*redis.Client, *redisbackend.Backend) {
 
 // request is the acquire request of token (also its owner) for key, with a
 // lease of a minute.
-func request(key, token string) fencelock.AcquireRequest {
-	return fencelock.AcquireRequest{Ref: fencelock.LockRef{Key: key, Token: token}, Owner: token, TTL: time.Minute}
+func request(key, token string) driver.Request {
+	return driver.Request{Ref: driver.Ref{Key: key, Token: token}, Owner: token, TTL: time.Minute}
 }
 
 // The acquire scripts learn of a tombstone from the count of their first
@@ -246,7 +247,7 @@ func TestTombstoneToldApart(t *testing.T) {
 	ctx := context.Background()
 	tombstone := func(key, token string) {
 		t.Helper()
-		req := fencelock.ReleaseRequest{Ref: request(key, token).Ref, Tombstone: time.Minute}
+		req := driver.ReleaseRequest{Ref: request(key, token).Ref, Tombstone: time.Minute}
 		if _, err := be.Release(ctx, req); err != nil {
 			t.Fatal(err)
 		}
@@ -263,12 +264,12 @@ func TestTombstoneToldApart(t *testing.T) {
 				for _, tombstoned := range []bool{false, true} {
 					key := fmt.Sprintf("fair=%v,held=%v,line=%v,tombstone=%v", fair, held, line, tombstoned)
 					t.Run(key, func(t *testing.T) {
-						acquire := func(token string) fencelock.AcquireResult {
+						acquire := func(token string) driver.Result {
 							t.Helper()
-							var res fencelock.AcquireResult
+							var res driver.Result
 							var err error
 							if fair {
-								res, err = be.AcquireFair(ctx, request(key, token), 2*time.Second)
+								res, err = be.AcquireInLine(ctx, request(key, token), driver.Turn{Place: 2 * time.Second})
 							} else {
 								res, err = be.Acquire(ctx, request(key, token))
 							}
@@ -288,7 +289,7 @@ func TestTombstoneToldApart(t *testing.T) {
 								t.Fatal("head acquired a held lock")
 							}
 							if !held {
-								if _, err := be.Release(ctx, fencelock.ReleaseRequest{Ref: request(key, "holder").Ref}); err != nil {
+								if _, err := be.Release(ctx, driver.ReleaseRequest{Ref: request(key, "holder").Ref}); err != nil {
 									t.Fatal(err)
 								}
 							}

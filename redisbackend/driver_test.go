@@ -6,14 +6,15 @@ import (
 
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/driver/drivertest"
-	"github.com/fencelock/fencelock/internal/adapt"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
 
 // The Redis backend keeps the driver contract, for every kind of hold, on
-// a single node with and without replica acknowledgement.
+// every topology it supports: a single node (with and without replica
+// acknowledgement), a Sentinel group with replicas, and a Cluster, with and
+// without replicas.
 func TestDriver(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := servertest.Redis(t)
@@ -21,7 +22,7 @@ func TestDriver(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			b := redisbackend.New(rdb)
 			t.Cleanup(func() { b.Close(); rdb.Close() })
-			return adapt.Store(b)
+			return b
 		})
 	})
 	t.Run("replica-ack", func(t *testing.T) {
@@ -29,7 +30,41 @@ func TestDriver(t *testing.T) {
 		drivertest.Run(t, func(t *testing.T) driver.Store {
 			b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
 			t.Cleanup(func() { b.Close() })
-			return adapt.Store(b)
+			return b
+		})
+	})
+	t.Run("sentinel-replicas", func(t *testing.T) {
+		group := servertest.RedisSentinelGroup(t)
+		rdb := servertest.FailoverClient(t, group)
+		drivertest.Run(t, func(t *testing.T) driver.Store {
+			b := redisbackend.New(rdb)
+			t.Cleanup(func() { b.Close() })
+			return b
+		})
+		t.Run("replica-ack", func(t *testing.T) {
+			drivertest.Run(t, func(t *testing.T) driver.Store {
+				b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
+				t.Cleanup(func() { b.Close() })
+				return b
+			})
+		})
+	})
+	t.Run("cluster-replicas", func(t *testing.T) {
+		cluster := servertest.RedisClusterWithReplicas(t, 3)
+		rdb := servertest.ClusterClient(t, cluster)
+		drivertest.Run(t, func(t *testing.T) driver.Store {
+			b := redisbackend.New(rdb, redisbackend.WithReplicaAck(1, time.Second))
+			t.Cleanup(func() { b.Close() })
+			return b
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cluster := servertest.RedisCluster(t, 3)
+		drivertest.Run(t, func(t *testing.T) driver.Store {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+			b := redisbackend.New(rdb)
+			t.Cleanup(func() { b.Close(); rdb.Close() })
+			return b
 		})
 	})
 }

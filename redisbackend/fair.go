@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // The line of fair waiters (fencelock.WithFairness) lives on the server, so
@@ -18,52 +18,47 @@ import (
 // waiters: lua/fair_acquire.lua.
 var fairAcquireScript = newScript(luaScript("fair_acquire.lua"))
 
-var _ fencelock.FairBackend = (*Backend)(nil)
-
-// AcquireFair implements fencelock.FairBackend: Acquire for a waiter in the
-// lock's line of fair waiters, kept on the server.
-func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, place time.Duration) (fencelock.AcquireResult, error) {
-	return b.acquireFair(ctx, req, place, 0, 0)
-}
-
-var _ fencelock.FairGranter = (*Backend)(nil)
-
-// AcquireFairGrant implements fencelock.FairGranter: AcquireFair for a
-// waiter whose turn may come as a grant, the release script taking the lock
-// for it. With replica acknowledgement (WithReplicaAck) there are no grants:
-// a release is not acknowledged on the waiter's behalf, so its turn wakes it
-// to acquire as AcquireFair does.
-func (b *Backend) AcquireFairGrant(ctx context.Context, req fencelock.AcquireRequest, place, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+// AcquireInLine implements driver.Lines: Acquire for a waiter in the
+// lock's line of fair waiters, kept on the server. A waiter that joins the
+// line (t.Place) may have its turn come as a grant, the release script
+// taking the lock for it (t.Grant). With replica acknowledgement
+// (WithReplicaAck) there are no grants: a release is not acknowledged on
+// the waiter's behalf, so its turn wakes it to acquire.
+func (b *Backend) AcquireInLine(ctx context.Context, req driver.Request, t driver.Turn) (driver.Result, error) {
+	if req.Kind != driver.KindLock {
+		return driver.Result{}, fmt.Errorf("%w: redisbackend keeps lines of waiters for plain locks only", driver.ErrUnsupported)
+	}
+	place, grant, seq := t.Place, t.Grant, t.Seq
 	if b.ack != nil || place <= 0 {
 		grant = 0
 	}
 	if grant != 0 {
 		if err := checkLease("grant", grant); err != nil {
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 		if grant > req.TTL {
-			return fencelock.AcquireResult{}, fmt.Errorf("%w: grant %v longer than the ttl %v", fencelock.ErrInvalidArgument, grant, req.TTL)
+			return driver.Result{}, fmt.Errorf("%w: grant %v longer than the ttl %v", driver.ErrInvalidArgument, grant, req.TTL)
 		}
 		if seq <= 0 {
-			return fencelock.AcquireResult{}, fmt.Errorf("%w: attempt number %d, not positive", fencelock.ErrInvalidArgument, seq)
+			return driver.Result{}, fmt.Errorf("%w: attempt number %d, not positive", driver.ErrInvalidArgument, seq)
 		}
 	}
 	return b.acquireFair(ctx, req, place, grant, seq)
 }
 
-func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest, place, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+func (b *Backend) acquireFair(ctx context.Context, req driver.Request, place, grant time.Duration, seq int64) (driver.Result, error) {
 	if b.optErr != nil {
-		return fencelock.AcquireResult{}, b.optErr
+		return driver.Result{}, b.optErr
 	}
 	if err := checkNames(req.Namespace, req.Key); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if err := checkLease("ttl", req.TTL); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if place != 0 {
 		if err := checkLease("place", place); err != nil {
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 	}
 	k := keysFor(req.Namespace, req.Key)
@@ -77,7 +72,7 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 	if req.Identity != "" {
 		args = append(args, req.Identity)
 	}
-	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
+	res, err := guard(b, ctx, func(ctx context.Context) (driver.Result, error) {
 		var vals []int64
 		var err error
 		if b.ack != nil {
@@ -86,7 +81,7 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 			vals, err = b.pipe.run(ctx, fairAcquireScript, keys, args...).Int64Slice()
 		}
 		if err != nil {
-			return fencelock.AcquireResult{}, classify(err)
+			return driver.Result{}, classify(err)
 		}
 		return acquireResult(vals)
 	})
@@ -96,19 +91,9 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 	return res, err
 }
 
-// WatchTurn implements fencelock.FairBackend: the waiter with token is woken
-// when the lock is freed while it is first in line, or when it becomes first
-// in line of a free lock; not by releases that are other waiters' turns.
-func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (*fencelock.Watch, error) {
-	if b.notifier == nil {
-		return nil, errNotificationsOff
-	}
-	return b.notifier.watchFor(ctx, namespace, keysFor(namespace, key).channel, token)
-}
-
 // acquireResult decodes the reply of an acquire script.
-func acquireResult(vals []int64) (fencelock.AcquireResult, error) {
-	var res fencelock.AcquireResult
+func acquireResult(vals []int64) (driver.Result, error) {
+	var res driver.Result
 	if len(vals) < 3 {
 		return res, fmt.Errorf("redisbackend: acquire script returned %v", vals)
 	}

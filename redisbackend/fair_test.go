@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
@@ -115,15 +116,15 @@ func TestFairTryAcquireRespectsLine(t *testing.T) {
 	// Place a waiter in line by hand (backend level) while the lock is held.
 	held := acquireReq("k", "holder", "holder", 30*time.Second)
 	held.Namespace = "fair"
-	if r, err := b.AcquireFair(ctx, held, fencelock.FairPlaceLease); err != nil || !r.Acquired {
+	if r, err := b.AcquireInLine(ctx, held, driver.Turn{Place: driver.PlaceLease}); err != nil || !r.Acquired {
 		t.Fatalf("holder: %+v %v", r, err)
 	}
 	waiter := acquireReq("k", "waiter", "waiter", 30*time.Second)
 	waiter.Namespace = "fair"
-	if r, err := b.AcquireFair(ctx, waiter, time.Minute); err != nil || r.Acquired {
+	if r, err := b.AcquireInLine(ctx, waiter, driver.Turn{Place: time.Minute}); err != nil || r.Acquired {
 		t.Fatalf("waiter: %+v %v, want refused and in line", r, err)
 	}
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: held.Ref}); err != nil {
+	if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: held.Ref}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -136,7 +137,7 @@ func TestFairTryAcquireRespectsLine(t *testing.T) {
 		t.Fatalf("%d in line after a fair TryAcquire, want 1 (it must not join)", n)
 	}
 	// The waiter, first in line, takes it.
-	if r, err := b.AcquireFair(ctx, waiter, time.Minute); err != nil || !r.Acquired {
+	if r, err := b.AcquireInLine(ctx, waiter, driver.Turn{Place: time.Minute}); err != nil || !r.Acquired {
 		t.Fatalf("first in line: %+v %v, want acquired", r, err)
 	}
 	if n := lineLength(rdb, "k"); n != 0 {
@@ -187,8 +188,8 @@ func TestFairGiveUpLeavesLine(t *testing.T) {
 	if l == nil {
 		t.FailNow()
 	}
-	// The quitter's place would have held the line up for FairPlaceLease.
-	if waited := time.Since(released); waited >= fencelock.FairPlaceLease {
+	// The quitter's place would have held the line up for driver.PlaceLease.
+	if waited := time.Since(released); waited >= driver.PlaceLease {
 		t.Fatalf("the next waiter got the lock %v after the release: it waited for the quitter's place to lapse", waited)
 	}
 	l.Release(ctx)
@@ -227,7 +228,7 @@ func TestFairKilledWaiterDoesNotBlockLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The dead child is first in line: the next waiter gets the lock once
-	// the child's place lapses (FairPlaceLease), not after the holder's
+	// the child's place lapses (driver.PlaceLease), not after the holder's
 	// ttl or never. The bound is loose for a busy machine.
 	select {
 	case l := <-next:
@@ -235,7 +236,7 @@ func TestFairKilledWaiterDoesNotBlockLine(t *testing.T) {
 			t.FailNow()
 		}
 		l.Release(ctx)
-	case <-time.After(fencelock.FairPlaceLease + 20*time.Second):
+	case <-time.After(driver.PlaceLease + 20*time.Second):
 		t.Fatal("the lock was not handed on after the waiter first in line was killed")
 	}
 }
@@ -413,9 +414,9 @@ func fairWork(ctx context.Context, c *fencelock.Client, rdb *redis.Client, cfg f
 }
 
 // A release hands the lock to the first fair waiter on the server (a grant,
-// fencelock.FairGranter): the waiter, in another Client, holds it without
+// driver.Turn.Grant): the waiter, in another Client, holds it without
 // an attempt of its own after the release, with a larger fence; with a ttl
-// longer than FairPlaceLease, the granted lease is extended to the ttl at
+// longer than driver.PlaceLease, the granted lease is extended to the ttl at
 // once. Both hand-offs of the chain are grants.
 func TestFairGrant(t *testing.T) {
 	srv := servertest.Redis(t)
@@ -446,7 +447,7 @@ func TestFairGrant(t *testing.T) {
 		pollUntil(t, 30*time.Second, "the waiter in line", func() bool { return lineLength(rdb, "g") == 1 })
 		// The waiter's attempts: the one that joins the line, one more once
 		// it has subscribed (a release in between would go unnoticed),
-		// then a place renewal every FairPlaceLease/3. A release right
+		// then a place renewal every driver.PlaceLease/3. A release right
 		// after the first renewal leaves the grant alone to hand the lock
 		// over. (Waiting for any attempt after the line appears is not
 		// enough: the hook counts an attempt when its reply arrives, so
@@ -485,23 +486,23 @@ func TestFairGrant(t *testing.T) {
 			t.Fatalf("hand-off %d: the release published %q on %s, want a grant to %s on the waiter's own channel", i, msg.Payload, msg.Channel, next.Token())
 		}
 		// Unless the machine stalled the test or the waiter until the
-		// waiter's next place renewal (FairPlaceLease/3 after the last),
+		// waiter's next place renewal (driver.PlaceLease/3 after the last),
 		// it took the grant without an attempt of its own.
-		if n := counter.Load() - before; n != 0 && sinceRenewal < fencelock.FairPlaceLease/6 {
+		if n := counter.Load() - before; n != 0 && sinceRenewal < driver.PlaceLease/6 {
 			t.Fatalf("hand-off %d: the waiter made %d attempts after the release, want 0 (granted)", i, n)
 		}
 		if next.Fence() <= lk.Fence() {
 			t.Fatalf("hand-off %d: granted fence %d, not above %d", i, next.Fence(), lk.Fence())
 		}
-		if ttl > fencelock.FairPlaceLease {
+		if ttl > driver.PlaceLease {
 			pollUntil(t, 30*time.Second, "the granted lease extended to the ttl", func() bool {
-				return rdb.PTTL(ctx, "fair:{g}:lock").Val() > fencelock.FairPlaceLease
+				return rdb.PTTL(ctx, "fair:{g}:lock").Val() > driver.PlaceLease
 			})
 			// The server runs the extension before its reply reaches the
 			// Lock: on a busy machine the local deadline moves moments
 			// later, so wait for it too rather than read it at once.
 			pollUntil(t, 30*time.Second, "the local deadline moved to the extended lease", func() bool {
-				return time.Until(next.Deadline()) > fencelock.FairPlaceLease
+				return time.Until(next.Deadline()) > driver.PlaceLease
 			})
 		}
 		lk = next

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Real-server tests of hand-offs (fencelock.HandOffBackend): a release by a
+// Real-server tests of hand-offs (driver.Lines.HandOff): a release by a
 // goroutine of a Client hands the lock to the Client's next waiter in the
 // same script run (instead of a release, a wake-up and an acquire). The
 // deterministic tests are in the root package's handoff_test.go.

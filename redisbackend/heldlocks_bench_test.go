@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -104,7 +105,7 @@ type heldRenewCounter struct {
 	lastActive      atomic.Int64 // UnixNano of the last start or end of a Renew call
 }
 
-func (r *heldRenewCounter) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (r *heldRenewCounter) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	r.calls.Add(1)
 	r.renewals.Add(int64(len(reqs)))
 	heldRaise(&r.maxBatch, int64(len(reqs)))

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Semaphores (semaphore.go) and read-write locks (rwlock.go) keep their
@@ -80,92 +80,61 @@ var holdsTTLScript = newScript(luaScript("holds_ttl.lua"))
 
 // acquireHold runs an acquire script of a semaphore or read-write lock,
 // with replica acknowledgement when the Backend asks for it.
-func (b *Backend) acquireHold(ctx context.Context, s script, keys []string, k holdKeys, rw bool, token string, args []any) (fencelock.AcquireResult, error) {
-	return guard(b, ctx, func(ctx context.Context) (fencelock.AcquireResult, error) {
+func (b *Backend) acquireHold(ctx context.Context, s script, keys []string, k holdKeys, rw bool, token string, args []any) (driver.Result, error) {
+	return guard(b, ctx, func(ctx context.Context) (driver.Result, error) {
 		if b.ack == nil {
 			vals, err := b.pipe.run(ctx, s, keys, args...).Int64Slice()
 			if err != nil {
-				return fencelock.AcquireResult{}, classify(err)
+				return driver.Result{}, classify(err)
 			}
 			return acquireResult(vals)
 		}
 		cmd, acks, err := b.runAcked(ctx, s, keys, args...)
 		if err != nil {
-			return fencelock.AcquireResult{}, classify(err)
+			return driver.Result{}, classify(err)
 		}
 		vals, err := cmd.Int64Slice()
 		if err != nil {
-			return fencelock.AcquireResult{}, classify(err)
+			return driver.Result{}, classify(err)
 		}
 		if len(vals) == 0 || vals[0] != 1 || acks >= int64(b.ack.replicas) {
 			return acquireResult(vals)
 		}
 		// Held, but a failover now could lose it: undo it, as for a lock.
 		if err := b.pipe.run(ctx, holdsReleaseScript, k.releaseKeys(token), token, k.channel, 0, rwFlag(rw)).Err(); err != nil {
-			return fencelock.AcquireResult{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
+			return driver.Result{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
 		}
-		return fencelock.AcquireResult{}, b.ack.notReplicated(acks)
+		return driver.Result{}, b.ack.notReplicated(acks)
 	})
 }
 
 // releaseHold gives up a hold of the semaphore or read-write lock (kind).
-func (b *Backend) releaseHold(ctx context.Context, kind string, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) releaseHold(ctx context.Context, kind string, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	if b.optErr != nil {
-		return fencelock.ReleaseResult{}, b.optErr
+		return driver.ReleaseResult{}, b.optErr
 	}
 	if err := checkNames(req.Namespace, req.Key); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	if req.Tombstone > 0 {
 		if err := checkLease("tombstone", req.Tombstone); err != nil {
-			return fencelock.ReleaseResult{}, err
+			return driver.ReleaseResult{}, err
 		}
 	}
 	k := holdKeysFor(req.Namespace, req.Key, kind)
-	return guard(b, ctx, func(ctx context.Context) (fencelock.ReleaseResult, error) {
+	return guard(b, ctx, func(ctx context.Context) (driver.ReleaseResult, error) {
 		n, err := b.pipe.run(ctx, holdsReleaseScript, k.releaseKeys(req.Token),
 			req.Token, k.channel, ms(max(req.Tombstone, 0)), rwFlag(kind == rwKind)).Int64()
 		if err != nil {
-			return fencelock.ReleaseResult{}, classify(err)
+			return driver.ReleaseResult{}, classify(err)
 		}
-		return fencelock.ReleaseResult{Held: n == 0}, nil
-	})
-}
-
-// renewHolds renews a batch of holds of semaphores or read-write locks
-// (kind) in one pipelined round trip (one per node on Cluster).
-func (b *Backend) renewHolds(ctx context.Context, kind string, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	if b.optErr != nil {
-		return nil, b.optErr
-	}
-	calls := make([]call, len(reqs))
-	for i, r := range reqs {
-		if err := checkNames(r.Namespace, r.Key); err != nil {
-			return nil, err
-		}
-		if err := checkLease("ttl", r.TTL); err != nil {
-			return nil, err
-		}
-		k := holdKeysFor(r.Namespace, r.Key, kind)
-		calls[i] = call{keys: k.renewKeys(), args: []any{r.Token, ms(r.TTL)}}
-	}
-	return guard(b, ctx, func(ctx context.Context) ([]fencelock.RenewResult, error) {
-		if b.ack != nil {
-			return b.renewAckedWith(ctx, holdsRenewScript, calls), nil
-		}
-		results := make([]fencelock.RenewResult, len(reqs))
-		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, holdsRenewScript, calls) {
-			n, err := cmd.Int64()
-			results[i] = fencelock.RenewResult{Held: err == nil && n == 1, Err: classify(err)}
-			b.noteFailure(err)
-		}
-		return results, nil
+		return driver.ReleaseResult{Held: n == 0}, nil
 	})
 }
 
 // holdTTL returns the remaining lease of a hold of a semaphore or
 // read-write lock (kind).
-func (b *Backend) holdTTL(ctx context.Context, kind string, ref fencelock.LockRef) (time.Duration, error) {
+func (b *Backend) holdTTL(ctx context.Context, kind string, ref driver.Ref) (time.Duration, error) {
 	if b.optErr != nil {
 		return 0, b.optErr
 	}
@@ -180,22 +149,13 @@ func (b *Backend) holdTTL(ctx context.Context, kind string, ref fencelock.LockRe
 		return 0, classify(err)
 	}
 	if left == -2 {
-		return 0, fencelock.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return time.Duration(max(left, 0)) * time.Millisecond, nil
 }
 
-// watchHolds registers for the release messages of a semaphore or
-// read-write lock (kind).
-func (b *Backend) watchHolds(ctx context.Context, kind, namespace, key string) (*fencelock.Watch, error) {
-	if b.notifier == nil {
-		return nil, errNotificationsOff
-	}
-	return b.notifier.watch(ctx, holdKeysFor(namespace, key, kind).channel, false)
-}
-
 // checkAcquire validates what every acquire of a hold needs.
-func (b *Backend) checkAcquire(req fencelock.AcquireRequest) error {
+func (b *Backend) checkAcquire(req driver.Request) error {
 	if b.optErr != nil {
 		return b.optErr
 	}
@@ -210,6 +170,15 @@ const (
 	semKind = "sem"
 	rwKind  = "rw"
 )
+
+// holdKind is the key prefix part of the holds of kind k: a semaphore's
+// permits, or a read-write lock's read and write holds (one layout).
+func holdKind(k driver.Kind) string {
+	if k == driver.KindSemaphore {
+		return semKind
+	}
+	return rwKind
+}
 
 func rwFlag(rw bool) int {
 	if rw {

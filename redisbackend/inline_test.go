@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
+	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/driver/drivertest"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/faultproxy"
 	"github.com/fencelock/fencelock/testing/servertest"
@@ -99,7 +100,7 @@ func TestInlineRequestsEndAtDeadline(t *testing.T) {
 	if err := rdb.Ping(bg).Err(); err != nil {
 		t.Fatal(err)
 	}
-	req := fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: "inline", Key: "k", Token: "t1"}, Owner: "t1", TTL: 10 * time.Second}
+	req := driver.Request{Ref: driver.Ref{Namespace: "inline", Key: "k", Token: "t1"}, Owner: "t1", TTL: 10 * time.Second}
 
 	resume := proxy.StallReplies()
 	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
@@ -142,9 +143,9 @@ func TestInlineRequestsEndAtDeadline(t *testing.T) {
 }
 
 // The backend keeps its contract on the inline path.
-func TestConformanceContextTimeouts(t *testing.T) {
+func TestDriverContextTimeouts(t *testing.T) {
 	srv := servertest.Redis(t)
-	fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
+	drivertest.Run(t, func(t *testing.T) driver.Store {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 		b := redisbackend.New(rdb)
 		t.Cleanup(func() { b.Close(); rdb.Close() })

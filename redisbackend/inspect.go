@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +19,7 @@ import (
 // the Redis particulars beside them: the keys, the fence counter's expiry,
 // and how many processes wait.
 type Inspection struct {
-	fencelock.LockInfo
+	driver.LockInfo
 
 	LockKey, FenceKey, Channel string        // the plain lock's key layout (see keys.go)
 	CounterTTL                 time.Duration // the lock's fence counter's expiry; -1 when it never expires
@@ -48,7 +48,7 @@ type HoldsInspection struct {
 // nodes, so waiters may sit on any).
 func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspection, error) {
 	if key == "" {
-		return Inspection{}, &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+		return Inspection{}, &driver.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
 	if err := checkNames(namespace, key); err != nil {
 		return Inspection{}, err
@@ -56,7 +56,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 	k := keysFor(namespace, key)
 	sem, rw := holdKeysFor(namespace, key, semKind), holdKeysFor(namespace, key, rwKind)
 	info := Inspection{
-		LockInfo: fencelock.LockInfo{Key: key},
+		LockInfo: driver.LockInfo{Key: key},
 		LockKey:  k.lock, FenceKey: k.fence, Channel: k.channel,
 		Semaphore: HoldsInspection{Key: sem.holds, FenceKey: sem.fence, Channel: sem.channel},
 		RW:        HoldsInspection{Key: rw.holds, FenceKey: rw.fence, Channel: rw.channel},
@@ -106,7 +106,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 	// (ms) at which its lease ends; a hold past it is gone, although no
 	// script has dropped it yet.
 	fields := hash.Val()
-	var holds []fencelock.HoldInfo
+	var holds []driver.HoldInfo
 	for f, v := range fields {
 		token, ok := strings.CutPrefix(f, "t:")
 		if !ok {
@@ -114,7 +114,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 		}
 		ends, _ := strconv.ParseInt(v, 10, 64)
 		if left := ends - serverNow; left > 0 {
-			holds = append(holds, fencelock.HoldInfo{Kind: fencelock.KindLock, Token: token, TTL: time.Duration(left) * time.Millisecond})
+			holds = append(holds, driver.HoldInfo{Kind: driver.KindLock, Token: token, TTL: time.Duration(left) * time.Millisecond})
 		}
 	}
 	if owner, ok := fields["owner"]; ok && len(holds) > 0 {
@@ -125,7 +125,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 		for i := range holds {
 			holds[i].Fence = info.Fence
 		}
-		slices.SortFunc(holds, func(a, b fencelock.HoldInfo) int { return strings.Compare(a.Token, b.Token) })
+		slices.SortFunc(holds, func(a, b driver.HoldInfo) int { return strings.Compare(a.Token, b.Token) })
 		info.Holds = holds
 		info.TTL = max(pttl.Val(), 0)
 	}
@@ -138,7 +138,7 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 	// The semaphore's and the read-write lock's holds: members of a sorted
 	// set scored by the server time (ms) at which each lease ends, with
 	// their fences (f:TOKEN) and the writer's token in the info hash.
-	others := func(c holdsCmds, kind fencelock.Kind, into *HoldsInspection) {
+	others := func(c holdsCmds, kind driver.Kind, into *HoldsInspection) {
 		infoFields := c.info.Val()
 		for _, z := range c.holds.Val() {
 			left := int64(z.Score) - serverNow
@@ -146,10 +146,10 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 			if left <= 0 {
 				continue
 			}
-			h := fencelock.HoldInfo{Kind: kind, Token: token, TTL: time.Duration(left) * time.Millisecond}
+			h := driver.HoldInfo{Kind: kind, Token: token, TTL: time.Duration(left) * time.Millisecond}
 			h.Fence, _ = strconv.ParseInt(infoFields["f:"+token], 10, 64)
-			if kind == fencelock.KindRead && infoFields["writer"] == token {
-				h.Kind = fencelock.KindWrite
+			if kind == driver.KindRead && infoFields["writer"] == token {
+				h.Kind = driver.KindWrite
 			}
 			info.Others = append(info.Others, h)
 		}
@@ -167,9 +167,9 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 		}
 		into.WaitingWriters, into.WaitingReaders = live(c.writers), live(c.readers)
 	}
-	others(semCmds, fencelock.KindSemaphore, &info.Semaphore)
-	others(rwCmds, fencelock.KindRead, &info.RW)
-	slices.SortFunc(info.Others, func(a, b fencelock.HoldInfo) int {
+	others(semCmds, driver.KindSemaphore, &info.Semaphore)
+	others(rwCmds, driver.KindRead, &info.RW)
+	slices.SortFunc(info.Others, func(a, b driver.HoldInfo) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Fence, b.Fence))
 	})
 

@@ -5,16 +5,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
-// The record of a job's last claimed tick (fencelock.JobTickBackend) is
+// The record of a job's last claimed tick (driver.Ticker) is
 // the hash NS:{KEY}:tick beside the job's lock (keys.go), in the lock's
 // hash slot: fields tick and token, the claim; ptick and ptoken, the claim
 // it replaced, which an undo (UndoTickClaim) puts back. It expires with
 // the record's life, set again by every claim.
-
-var _ fencelock.JobTickBackend = (*Backend)(nil)
 
 // acquireTickScript is the acquire script preceded by the check of the
 // job's record and followed by its write: lua/acquire_tick.lua.
@@ -24,18 +22,21 @@ var acquireTickScript = newScript(luaScript("acquire_tick.lua"))
 // lua/undo_tick_claim.lua.
 var undoTickClaimScript = newScript(luaScript("undo_tick_claim.lua"))
 
-// AcquireTick implements fencelock.JobTickBackend with one script run. With
+// AcquireTick implements driver.Ticker with one script run. With
 // replica acknowledgement, a claim too few replicas acknowledged is
 // released and undone (UndoTickClaim), and fails as an acquire does.
-func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
+func (b *Backend) AcquireTick(ctx context.Context, req driver.TickRequest) (driver.TickResult, error) {
+	if req.Kind != driver.KindLock {
+		return driver.TickResult{}, fmt.Errorf("%w: job ticks are recorded with plain locks only", driver.ErrUnsupported)
+	}
 	if err := b.checkAcquire(req.Request); err != nil {
-		return fencelock.TickResult{}, err
+		return driver.TickResult{}, err
 	}
 	if err := checkTick(req); err != nil {
-		return fencelock.TickResult{}, err
+		return driver.TickResult{}, err
 	}
 	k := keysFor(req.Namespace, req.Key)
-	res, err := guard(b, ctx, func(ctx context.Context) (fencelock.TickResult, error) {
+	res, err := guard(b, ctx, func(ctx context.Context) (driver.TickResult, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token), k.tick()}
 		args := append([]any{req.Tick, ms(req.RecordLife)}, b.acquireArgs(k, req.Request)...)
 		if b.ack != nil {
@@ -43,7 +44,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 		}
 		reply, err := b.pipe.run(ctx, acquireTickScript, keys, args...).Slice()
 		if err != nil {
-			return fencelock.TickResult{}, classify(err)
+			return driver.TickResult{}, classify(err)
 		}
 		return tickResult(reply)
 	})
@@ -56,30 +57,30 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 // acquireTickAcked runs the tick script with replica acknowledgement. A
 // claim too few replicas acknowledged is released and undone at once: no
 // run began under it, so its tick stays free.
-func (b *Backend) acquireTickAcked(ctx context.Context, keys []string, k lockKeys, req fencelock.TickRequest, args []any) (fencelock.TickResult, error) {
+func (b *Backend) acquireTickAcked(ctx context.Context, keys []string, k lockKeys, req driver.TickRequest, args []any) (driver.TickResult, error) {
 	cmd, acks, err := b.runAcked(ctx, acquireTickScript, keys, args...)
 	if err != nil {
-		return fencelock.TickResult{}, classify(err)
+		return driver.TickResult{}, classify(err)
 	}
 	reply, err := cmd.Slice()
 	if err != nil {
-		return fencelock.TickResult{}, classify(err)
+		return driver.TickResult{}, classify(err)
 	}
 	res, err := tickResult(reply)
 	if err != nil || !res.Acquired || acks >= int64(b.ack.replicas) {
 		return res, err
 	}
 	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).Int64(); err != nil {
-		return fencelock.TickResult{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
+		return driver.TickResult{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
 	}
 	if err := b.pipe.run(ctx, undoTickClaimScript, []string{k.tick()}, req.Token).Err(); err != nil {
-		return fencelock.TickResult{}, fmt.Errorf("%w (and undoing its claim of the tick failed: %w)", b.ack.notReplicated(acks), err)
+		return driver.TickResult{}, fmt.Errorf("%w (and undoing its claim of the tick failed: %w)", b.ack.notReplicated(acks), err)
 	}
-	return fencelock.TickResult{}, b.ack.notReplicated(acks)
+	return driver.TickResult{}, b.ack.notReplicated(acks)
 }
 
 // UndoTickClaim undoes the claim of a job's tick by token
-// (fencelock.JobTickBackend): if the record of the lock named key still
+// (driver.Ticker): if the record of the lock named key still
 // names that claim, the claim it replaced is put back (or the record is
 // deleted, when there was none). It reports whether it undid the claim.
 // It is for backends that combine several servers (the redlock package),
@@ -103,34 +104,34 @@ func (b *Backend) UndoTickClaim(ctx context.Context, namespace, key, token strin
 }
 
 // checkTick refuses a tick or a record life the script cannot take.
-func checkTick(req fencelock.TickRequest) error {
+func checkTick(req driver.TickRequest) error {
 	if req.Tick == "" || strings.IndexByte(req.Tick, 0) >= 0 {
-		return &fencelock.InvalidArgumentError{Name: "tick", Value: req.Tick, Reason: "must be non-empty, without a NUL byte"}
+		return &driver.InvalidArgumentError{Name: "tick", Value: req.Tick, Reason: "must be non-empty, without a NUL byte"}
 	}
 	return checkLease("record life", req.RecordLife)
 }
 
 // tickResult decodes the reply of the tick script: the acquire script's,
 // or {2, tick, token} when the tick was claimed.
-func tickResult(reply []any) (fencelock.TickResult, error) {
+func tickResult(reply []any) (driver.TickResult, error) {
 	if len(reply) == 3 {
 		if n, ok := reply[0].(int64); ok && n == 2 {
 			tick, ok1 := reply[1].(string)
 			token, ok2 := reply[2].(string)
 			if !ok1 || !ok2 {
-				return fencelock.TickResult{}, fmt.Errorf("redisbackend: tick script returned %v", reply)
+				return driver.TickResult{}, fmt.Errorf("redisbackend: tick script returned %v", reply)
 			}
-			return fencelock.TickResult{Claimed: true, LastTick: tick, LastToken: token}, nil
+			return driver.TickResult{Claimed: true, LastTick: tick, LastToken: token}, nil
 		}
 	}
 	vals := make([]int64, len(reply))
 	for i, v := range reply {
 		n, ok := v.(int64)
 		if !ok {
-			return fencelock.TickResult{}, fmt.Errorf("redisbackend: tick script returned %v", reply)
+			return driver.TickResult{}, fmt.Errorf("redisbackend: tick script returned %v", reply)
 		}
 		vals[i] = n
 	}
 	res, err := acquireResult(vals)
-	return fencelock.TickResult{Result: res}, err
+	return driver.TickResult{Result: res}, err
 }

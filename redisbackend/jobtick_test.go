@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 )
 
 // tickReq is an attempt of token for tick on the lock key.
-func tickReq(key, token, tick string) fencelock.TickRequest {
-	return fencelock.TickRequest{Request: acquireReq(key, token, token, 10*time.Second), Tick: tick, RecordLife: time.Minute}
+func tickReq(key, token, tick string) driver.TickRequest {
+	return driver.TickRequest{Request: acquireReq(key, token, token, 10*time.Second), Tick: tick, RecordLife: time.Minute}
 }
 
 // The record is one hash beside the lock, in its hash slot, with the
@@ -24,7 +25,7 @@ func TestTickRecordLayout(t *testing.T) {
 		if res, err := b.AcquireTick(ctx, tickReq("job:j", tc.token, tc.tick)); err != nil || !res.Acquired {
 			t.Fatalf("claim of %s: %+v, %v", tc.tick, res, err)
 		}
-		if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: tickReq("job:j", tc.token, tc.tick).Ref}); err != nil {
+		if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: tickReq("job:j", tc.token, tc.tick).Ref}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +66,7 @@ func TestReplicaAckTickUndone(t *testing.T) {
 	if res, err := b.AcquireTick(ctx, tickReq("job:j", "a", "t1")); err != nil || !res.Acquired {
 		t.Fatalf("claim of t1 with a live replica: %+v, %v", res, err)
 	}
-	if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: tickReq("job:j", "a", "t1").Ref}); err != nil {
+	if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: tickReq("job:j", "a", "t1").Ref}); err != nil {
 		t.Fatal(err)
 	}
 	if err := replica.Pause(); err != nil {

@@ -3,7 +3,7 @@ package redisbackend
 import (
 	"strings"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Key layout. For a lock named KEY in namespace NS (fencelock.WithNamespace,
@@ -54,7 +54,7 @@ import (
 //	                        them to end two places from now.
 //	NS:{KEY}:tick           hash, expiring with the record's life: the
 //	                        record of a job's last claimed tick
-//	                        (fencelock.JobTickBackend, jobtick.go), for the
+//	                        (driver.Ticker, jobtick.go), for the
 //	                        lock of a job (KEY is "job:" + its name):
 //	                          tick   the tick (its UTC time, fixed width)
 //	                          token  the token of the run that claimed it
@@ -84,11 +84,11 @@ import (
 // and Cluster would refuse the scripts with CROSSSLOT).
 func checkNames(namespace, key string) error {
 	if strings.ContainsAny(namespace, "{}") {
-		return &fencelock.InvalidArgumentError{Name: "namespace", Value: namespace,
+		return &driver.InvalidArgumentError{Name: "namespace", Value: namespace,
 			Reason: "must not contain '{' or '}' with the Redis backend (they delimit the Cluster hash tag)"}
 	}
 	if strings.HasPrefix(key, "}") {
-		return &fencelock.InvalidArgumentError{Name: "key", Value: key,
+		return &driver.InvalidArgumentError{Name: "key", Value: key,
 			Reason: "must not begin with '}' with the Redis backend (the Cluster hash tag would be empty)"}
 	}
 	return nil

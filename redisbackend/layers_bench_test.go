@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -86,13 +87,13 @@ func BenchmarkLayers(b *testing.B) {
 			return acquire, release
 		}},
 		{name: "backend", cycle: func() (time.Duration, time.Duration) {
-			ref := fencelock.LockRef{Key: "backend", Token: newToken()}
+			ref := driver.Ref{Key: "backend", Token: newToken()}
 			acquire := step(func(ctx context.Context) error {
-				_, err := backend.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: ref.Token, TTL: benchTTL})
+				_, err := backend.Acquire(ctx, driver.Request{Ref: ref, Owner: ref.Token, TTL: benchTTL})
 				return err
 			})
 			release := step(func(ctx context.Context) error {
-				_, err := backend.Release(ctx, fencelock.ReleaseRequest{Ref: ref})
+				_, err := backend.Release(ctx, driver.ReleaseRequest{Ref: ref})
 				return err
 			})
 			return acquire, release

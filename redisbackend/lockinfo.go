@@ -3,17 +3,15 @@ package redisbackend
 import (
 	"context"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
-var _ fencelock.LockInspector = (*Backend)(nil)
-
-// InspectLock implements fencelock.LockInspector (Client.Inspect and
+// InspectLock implements driver.Inspector (Client.Inspect and
 // Client.ForceRelease) with Inspect: one round trip, nothing changed.
-func (b *Backend) InspectLock(ctx context.Context, namespace, key string) (fencelock.LockInfo, error) {
+func (b *Backend) InspectLock(ctx context.Context, namespace, key string) (driver.LockInfo, error) {
 	info, err := b.Inspect(ctx, namespace, key)
 	if err != nil {
-		return fencelock.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	return info.LockInfo, nil
 }

@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
 var (
-	errNotificationsOff = fmt.Errorf("redisbackend: release notifications are off (WithoutReleaseNotifications): %w", fencelock.ErrUnsupported)
+	errNotificationsOff = fmt.Errorf("redisbackend: release notifications are off (WithoutReleaseNotifications): %w", driver.ErrUnsupported)
 	errClosed           = errors.New("redisbackend: backend closed")
 )
 
@@ -36,8 +36,8 @@ type notifier struct {
 	mu       sync.Mutex
 	ps       *redis.PubSub // made by the first watch, with the goroutines
 	channels map[string]*channel
-	dirty    map[string]struct{}               // channels whose subscription may not match their watchers
-	grants   map[chan struct{}]fencelock.Grant // grants announced to fair waiters, not yet taken
+	dirty    map[string]struct{}            // channels whose subscription may not match their watchers
+	grants   map[chan struct{}]driver.Grant // grants announced to fair waiters, not yet taken
 	closed   bool
 
 	// id names this notifier's own channels, one per namespace
@@ -83,7 +83,7 @@ type notifier struct {
 // refusal is a refusal of a SUBSCRIBE, to come or come (notifier.refuse).
 type refusal struct {
 	done chan struct{} // closed once err is set
-	err  error         // matches fencelock.ErrMisconfigured
+	err  error         // matches driver.ErrMisconfigured
 }
 
 // otherTurnGrace is how long the plain waiters of a process wait, after a
@@ -95,7 +95,7 @@ type refusal struct {
 const otherTurnGrace = 10 * time.Millisecond
 
 // acquiredMessage is published by an acquisition with
-// AcquireRequest.Notify (notifyAcquired): it wakes change watchers only.
+// Request.Notify (notifyAcquired): it wakes change watchers only.
 const acquiredMessage = "acquired"
 
 // channel is the state of one release channel.
@@ -114,7 +114,7 @@ type channel struct {
 // watcher says which messages of its channel wake a watch.
 type watcher struct {
 	token   string // a fair waiter's token (watchFor), or "" for any release
-	changes bool   // acquisitions wake it too (WatchChanges)
+	changes bool   // acquisitions wake it too (WatchRequest.Changes)
 }
 
 // plain reports whether w is a plain waiter's: one that takes the lock
@@ -146,7 +146,7 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 		readyTimeout: readyTimeout,
 		channels:     map[string]*channel{},
 		dirty:        map[string]struct{}{},
-		grants:       map[chan struct{}]fencelock.Grant{},
+		grants:       map[chan struct{}]driver.Grant{},
 		id:           id,
 		idArg:        id,
 		turnGrace:    otherTurnGrace,
@@ -162,11 +162,11 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 // confirmed, ctx ends, or the ready timeout passes (the waiter then relies
 // on its timer until messages flow). A change watcher (changes) is woken by
 // every message of the channel, "acquired" too. It fails with an error
-// matching fencelock.ErrMisconfigured when the server refuses a SUBSCRIBE
+// matching driver.ErrMisconfigured when the server refuses a SUBSCRIBE
 // meanwhile (the client's credentials, or its user's permission for the
 // channel): the reply does not say which channel it refused, but an ACL
 // that refuses one of a namespace's channels refuses them all.
-func (n *notifier) watch(ctx context.Context, name string, changes bool) (*fencelock.Watch, error) {
+func (n *notifier) watch(ctx context.Context, name string, changes bool) (*driver.Watch, error) {
 	return n.register(ctx, "", name, watcher{changes: changes})
 }
 
@@ -177,7 +177,7 @@ func (n *notifier) watch(ctx context.Context, name string, changes bool) (*fence
 // Plain waiters (token "") are woken by every message but those. Its
 // grants come on the notifier's own channel of namespace (grantChannel),
 // which the watch also waits for.
-func (n *notifier) watchFor(ctx context.Context, namespace, name, token string) (*fencelock.Watch, error) {
+func (n *notifier) watchFor(ctx context.Context, namespace, name, token string) (*driver.Watch, error) {
 	return n.register(ctx, namespace, name, watcher{token: token})
 }
 
@@ -195,7 +195,7 @@ func (n *notifier) grantChannel(namespace string) string {
 
 // register adds the watch wr on name (for a fair waiter: of namespace):
 // watch and watchFor.
-func (n *notifier) register(ctx context.Context, namespace, name string, wr watcher) (*fencelock.Watch, error) {
+func (n *notifier) register(ctx context.Context, namespace, name string, wr watcher) (*driver.Watch, error) {
 	wake := make(chan struct{}, 1)
 	token := wr.token
 
@@ -238,9 +238,9 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	}
 	n.mu.Unlock()
 
-	w := fencelock.NewWatch(wake, func() { n.unwatch(name, token, wake) })
+	w := driver.NewWatch(wake, func() { n.unwatch(name, token, wake) })
 	if token != "" {
-		w = fencelock.NewGrantWatch(wake, func() { n.unwatch(name, token, wake) }, func() (fencelock.Grant, bool) {
+		w = driver.NewGrantWatch(wake, func() { n.unwatch(name, token, wake) }, func() (driver.Grant, bool) {
 			return n.takeGrant(wake)
 		})
 	}
@@ -610,7 +610,7 @@ func (n *notifier) wakePlain(name string) {
 }
 
 // takeGrant returns and forgets the grant announced to the waiter on wake.
-func (n *notifier) takeGrant(wake chan struct{}) (fencelock.Grant, bool) {
+func (n *notifier) takeGrant(wake chan struct{}) (driver.Grant, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	g, ok := n.grants[wake]
@@ -620,7 +620,7 @@ func (n *notifier) takeGrant(wake chan struct{}) (fencelock.Grant, bool) {
 
 // grantMessage is a parsed "grant:TOKEN:FENCE:SEQ" message.
 type grantMessage struct {
-	fencelock.Grant
+	driver.Grant
 	token string
 }
 
@@ -648,7 +648,7 @@ func parseGrant(payload string) (m grantMessage, ok bool) {
 	if err != nil || fence <= 0 {
 		return m, false
 	}
-	return grantMessage{Grant: fencelock.Grant{Fence: fence, Seq: seq}, token: rest[:j]}, true
+	return grantMessage{Grant: driver.Grant{Fence: fence, Seq: seq}, token: rest[:j]}, true
 }
 
 func (n *notifier) wakeAll() {

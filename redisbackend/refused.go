@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,13 +32,13 @@ func refused(err error) bool {
 	return errors.As(err, &reply) && strings.Contains(reply.Error(), "The user executing the script can't")
 }
 
-// misconfigured marks a refusal (refused) with fencelock.ErrMisconfigured,
+// misconfigured marks a refusal (refused) with driver.ErrMisconfigured,
 // so that the Client stops at once instead of retrying, and, when Redis
-// refused the request before running any of it, with fencelock.ErrNotSent:
+// refused the request before running any of it, with driver.ErrNotSent:
 // nothing to clean up. Other errors, and errors already marked, are
 // returned as they are.
 func misconfigured(err error) error {
-	if !refused(err) || errors.Is(err, fencelock.ErrMisconfigured) {
+	if !refused(err) || errors.Is(err, driver.ErrMisconfigured) {
 		return err
 	}
 	return &refusalError{err: err, notRun: !inScript(err)}
@@ -54,23 +54,23 @@ func inScript(err error) bool {
 }
 
 // refusalError is a refusal by Redis (misconfigured). It reads as
-// fencelock.ErrMisconfigured's message and Redis's reply, and matches
-// fencelock.ErrMisconfigured, fencelock.ErrNotSent when nothing of the
+// driver.ErrMisconfigured's message and Redis's reply, and matches
+// driver.ErrMisconfigured, driver.ErrNotSent when nothing of the
 // request ran, and the reply.
 type refusalError struct {
 	err    error
 	notRun bool
 }
 
-// Error reads as fencelock.ErrMisconfigured's message, then Redis's reply.
+// Error reads as driver.ErrMisconfigured's message, then Redis's reply.
 func (e *refusalError) Error() string {
-	return fmt.Sprintf("%v: %v", fencelock.ErrMisconfigured, e.err)
+	return fmt.Sprintf("%v: %v", driver.ErrMisconfigured, e.err)
 }
 
-// Is reports whether target is fencelock.ErrMisconfigured, or
-// fencelock.ErrNotSent for a request refused before it ran.
+// Is reports whether target is driver.ErrMisconfigured, or
+// driver.ErrNotSent for a request refused before it ran.
 func (e *refusalError) Is(target error) bool {
-	return target == fencelock.ErrMisconfigured || (e.notRun && target == fencelock.ErrNotSent)
+	return target == driver.ErrMisconfigured || (e.notRun && target == driver.ErrNotSent)
 }
 
 // Unwrap returns Redis's reply.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -68,26 +69,30 @@ func TestRefusalsMatchErrMisconfigured(t *testing.T) {
 	for _, err := range errs {
 		wantRefused(t, "concurrent Acquire", err)
 	}
-	_, err = b.Release(ctx, fencelock.ReleaseRequest{Ref: held.Ref})
+	_, err = b.Release(ctx, driver.ReleaseRequest{Ref: held.Ref})
 	wantRefused(t, "Release", err)
 	_, err = b.TTL(ctx, held.Ref)
 	wantRefused(t, "TTL", err)
-	one, err := b.Renew(ctx, []fencelock.RenewRequest{{Ref: held.Ref, TTL: 10 * time.Second}})
+	one, err := b.Renew(ctx, []driver.RenewRequest{{Ref: held.Ref, TTL: 10 * time.Second}})
 	if err == nil && len(one) == 1 {
 		err = one[0].Err
 	}
 	wantRefused(t, "Renew of one lock", err)
-	many, err := b.Renew(ctx, []fencelock.RenewRequest{{Ref: held.Ref, TTL: 10 * time.Second}, {Ref: held.Ref, TTL: 10 * time.Second}})
+	many, err := b.Renew(ctx, []driver.RenewRequest{{Ref: held.Ref, TTL: 10 * time.Second}, {Ref: held.Ref, TTL: 10 * time.Second}})
 	if err == nil && len(many) == 2 {
 		err = errors.Join(many[0].Err, many[1].Err)
 	}
 	wantRefused(t, "Renew of two locks", err)
-	_, err = b.AcquirePermit(ctx, fencelock.PermitRequest{Request: acquireReq("s", "p", "p", 10*time.Second), Permits: 2})
-	wantRefused(t, "AcquirePermit", err)
-	_, err = b.AcquireRW(ctx, fencelock.RWRequest{Request: acquireReq("rw", "w", "w", 10*time.Second), Write: true})
-	wantRefused(t, "AcquireRW", err)
-	_, err = b.AcquireFair(ctx, acquireReq("f", "f", "f", 10*time.Second), time.Second)
-	wantRefused(t, "AcquireFair", err)
+	permit := acquireReq("s", "p", "p", 10*time.Second)
+	permit.Kind, permit.Permits = driver.KindSemaphore, 2
+	_, err = b.Acquire(ctx, permit)
+	wantRefused(t, "Acquire of a permit", err)
+	write := acquireReq("rw", "w", "w", 10*time.Second)
+	write.Kind = driver.KindWrite
+	_, err = b.Acquire(ctx, write)
+	wantRefused(t, "Acquire of a write hold", err)
+	_, err = b.AcquireInLine(ctx, acquireReq("f", "f", "f", 10*time.Second), driver.Turn{Place: time.Second})
+	wantRefused(t, "AcquireInLine", err)
 	_, err = b.Inspect(ctx, "t", "held")
 	wantRefused(t, "Inspect", err)
 	wantRefused(t, "Check", b.Check(ctx, "t"))
@@ -112,27 +117,27 @@ func TestWatchRefused(t *testing.T) {
 	}
 	servertest.SetRedisUser(t, admin, "locker", "resetchannels")
 	// The script's PUBLISH is refused after its release was applied.
-	_, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: held.Ref})
+	_, err := b.Release(ctx, driver.ReleaseRequest{Ref: held.Ref})
 	wantRefused(t, "Release that publishes", err)
 	if errors.Is(err, fencelock.ErrNotSent) {
 		t.Errorf("Release that publishes: %v matches ErrNotSent, though the script ran up to its PUBLISH", err)
 	}
 	wantRefused(t, "Check", b.Check(ctx, "t"))
-	w, err := b.WatchReleases(ctx, "t", "k")
-	wantRefused(t, "WatchReleases without channels", err)
+	w, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
+	wantRefused(t, "Watch without channels", err)
 	if w != nil {
 		w.Stop()
 	}
-	w, err = b.WatchTurn(ctx, "t", "k", "tok")
-	wantRefused(t, "WatchTurn without channels", err)
+	w, err = b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k", Token: "tok"}})
+	wantRefused(t, "Watch of a turn without channels", err)
 	if w != nil {
 		w.Stop()
 	}
 
 	servertest.SetRedisUser(t, admin, "locker", "&*")
-	w, err = b.WatchReleases(ctx, "t", "k")
+	w, err = b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
 	if err != nil {
-		t.Fatalf("WatchReleases once the channels are allowed: %v", err)
+		t.Fatalf("Watch once the channels are allowed: %v", err)
 	}
 	w.Stop()
 	if err := b.Check(ctx, "t"); err != nil {
@@ -149,8 +154,8 @@ func TestWatchRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	servertest.SetRedisUser(t, admin, "locker", "resetpass", ">changed")
-	w, err = fresh.WatchReleases(ctx, "t", "k")
-	wantRefused(t, "WatchReleases on a connection whose login is refused", err)
+	w, err = fresh.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
+	wantRefused(t, "Watch on a connection whose login is refused", err)
 	if w != nil {
 		w.Stop()
 	}

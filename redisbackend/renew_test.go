@@ -3,10 +3,14 @@ package redisbackend_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/testing/servertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // On a single node a renewal batch is one script run, whatever its size (a
@@ -17,24 +21,24 @@ func TestRenewBatchOneScript(t *testing.T) {
 	b, rdb := newBackend(t)
 	ctx := context.Background()
 	const ttl = time.Minute
-	ref := func(key, token string) fencelock.LockRef {
-		return fencelock.LockRef{Namespace: "rn", Key: key, Token: token}
+	ref := func(key, token string) driver.Ref {
+		return driver.Ref{Namespace: "rn", Key: key, Token: token}
 	}
 	const n = 40
-	var reqs []fencelock.RenewRequest
+	var reqs []driver.RenewRequest
 	for i := range n {
 		r := ref("held-"+string(rune('A'+i)), "tok")
-		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: r, Owner: "tok", TTL: 5 * time.Second}); err != nil || !res.Acquired {
+		if res, err := b.Acquire(ctx, driver.Request{Ref: r, Owner: "tok", TTL: 5 * time.Second}); err != nil || !res.Acquired {
 			t.Fatalf("Acquire: %+v %v", res, err)
 		}
-		reqs = append(reqs, fencelock.RenewRequest{Ref: r, TTL: ttl})
+		reqs = append(reqs, driver.RenewRequest{Ref: r, TTL: ttl})
 	}
 	if err := rdb.Set(ctx, "rn:{wrongtype}:lock", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	reqs = append(reqs,
-		fencelock.RenewRequest{Ref: ref("never-held", "tok"), TTL: ttl},
-		fencelock.RenewRequest{Ref: ref("wrongtype", "tok"), TTL: ttl})
+		driver.RenewRequest{Ref: ref("never-held", "tok"), TTL: ttl},
+		driver.RenewRequest{Ref: ref("wrongtype", "tok"), TTL: ttl})
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +81,12 @@ func TestRenewBatchOneScript(t *testing.T) {
 func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
 	b, rdb := newBackend(t)
 	ctx := context.Background()
-	ref := func(key, token string) fencelock.LockRef {
-		return fencelock.LockRef{Namespace: "rx", Key: key, Token: token}
+	ref := func(key, token string) driver.Ref {
+		return driver.Ref{Namespace: "rx", Key: key, Token: token}
 	}
-	take := func(r fencelock.LockRef, ttl time.Duration) {
+	take := func(r driver.Ref, ttl time.Duration) {
 		t.Helper()
-		if res, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: r, Owner: "o", TTL: ttl}); err != nil || !res.Acquired {
+		if res, err := b.Acquire(ctx, driver.Request{Ref: r, Owner: "o", TTL: ttl}); err != nil || !res.Acquired {
 			t.Fatalf("Acquire %v: %+v %v", r, res, err)
 		}
 	}
@@ -90,11 +94,11 @@ func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
 	other := ref("other", "x")
 	take(other, time.Hour)
 	for _, batch := range []bool{true, false} {
-		renew := func(r fencelock.LockRef, ttl time.Duration) {
+		renew := func(r driver.Ref, ttl time.Duration) {
 			t.Helper()
-			reqs := []fencelock.RenewRequest{{Ref: r, TTL: ttl}}
+			reqs := []driver.RenewRequest{{Ref: r, TTL: ttl}}
 			if batch {
-				reqs = append(reqs, fencelock.RenewRequest{Ref: other, TTL: time.Hour})
+				reqs = append(reqs, driver.RenewRequest{Ref: other, TTL: time.Hour})
 			}
 			res, err := b.Renew(ctx, reqs)
 			if err != nil || !res[0].Held {
@@ -125,5 +129,62 @@ func TestRenewKeepsKeyExpiryAtLatestHold(t *testing.T) {
 		expiry(key, time.Minute, "the shorter hold extended past the other")
 		renew(ref(key, "b"), time.Second)
 		expiry(key, 30*time.Second, "the latest hold renewed with a shorter ttl")
+	}
+}
+
+// roundTrips counts what a go-redis client sends: single commands and
+// pipelines (one round trip each).
+type roundTrips struct{ commands, pipelines atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.commands.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.pipelines.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// A renewal batch that mixes a lock, a permit and a write hold goes out as
+// one pipeline, each hold renewed by its kind's script.
+func TestRenewMixedBatchOnePipeline(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	b := redisbackend.New(rdb)
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+	var reqs []driver.RenewRequest
+	for _, k := range []driver.Kind{driver.KindLock, driver.KindSemaphore, driver.KindWrite} {
+		ref := driver.Ref{Kind: k, Namespace: "mix", Key: "k", Token: "tok-" + k.String()}
+		res, err := b.Acquire(ctx, driver.Request{Ref: ref, Owner: ref.Token, TTL: 5 * time.Second, Permits: 1})
+		if err != nil || !res.Acquired {
+			t.Fatalf("Acquire of the %v: %+v %v", k, res, err)
+		}
+		reqs = append(reqs, driver.RenewRequest{Ref: ref, TTL: time.Minute})
+	}
+	if _, err := b.Renew(ctx, reqs); err != nil { // loads the scripts
+		t.Fatal(err)
+	}
+	var trips roundTrips
+	rdb.AddHook(&trips)
+	res, err := b.Renew(ctx, reqs)
+	if err != nil || len(res) != len(reqs) {
+		t.Fatalf("Renew: %+v %v", res, err)
+	}
+	for i, r := range res {
+		if !r.Held || r.Err != nil {
+			t.Errorf("renewal of the %v: %+v, want held", reqs[i].Kind, r)
+		}
+	}
+	if c, p := trips.commands.Load(), trips.pipelines.Load(); c != 0 || p != 1 {
+		t.Errorf("a mixed renewal batch took %d commands and %d pipelines, want one pipeline", c, p)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,7 +26,7 @@ type replicaAck struct {
 // (WAIT counts the acknowledgements of its own connection's writes; on
 // Cluster, the connection to the master that owns the key). When fewer
 // replicas acknowledge an acquire in time, the backend releases it again and
-// the acquire fails with an error matching fencelock.ErrNotReplicated and
+// the acquire fails with an error matching driver.ErrNotReplicated and
 // fencelock.ErrNotAcquired; a waiting Acquire counts it as a failure and
 // tries again (WithMaxFailures). A renewal that is not acknowledged counts
 // as failed: the lease is not counted as extended, so the local deadline
@@ -45,7 +45,7 @@ type replicaAck struct {
 // local deadline is not used), and expect it to be spent in full while
 // replicas are down. replicas must be at least 1 and timeout positive;
 // otherwise every call fails with an error matching
-// fencelock.ErrInvalidArgument. Redis Ring is not supported.
+// driver.ErrInvalidArgument. Redis Ring is not supported.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(o *options) { o.ack = &replicaAck{replicas: replicas, timeout: timeout} }
 }
@@ -54,9 +54,9 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 func (a *replicaAck) check() error {
 	switch {
 	case a.replicas < 1:
-		return &fencelock.InvalidArgumentError{Name: "WithReplicaAck replicas", Value: a.replicas, Reason: "must be at least 1"}
+		return &driver.InvalidArgumentError{Name: "WithReplicaAck replicas", Value: a.replicas, Reason: "must be at least 1"}
 	case a.timeout < time.Millisecond:
-		return &fencelock.InvalidArgumentError{Name: "WithReplicaAck timeout", Value: a.timeout, Reason: "must be at least 1ms"}
+		return &driver.InvalidArgumentError{Name: "WithReplicaAck timeout", Value: a.timeout, Reason: "must be at least 1ms"}
 	}
 	return nil
 }
@@ -68,7 +68,7 @@ func (a *replicaAck) waitCmd(ctx context.Context) *redis.Cmd {
 
 // notReplicated is the error of a write too few replicas acknowledged.
 func (a *replicaAck) notReplicated(acks int64) error {
-	return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", fencelock.ErrNotReplicated, acks, a.replicas, a.timeout)
+	return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", driver.ErrNotReplicated, acks, a.replicas, a.timeout)
 }
 
 // connFor returns the client whose pipelines reach the master that holds
@@ -110,7 +110,7 @@ func (b *Backend) runAcked(ctx context.Context, s script, keys []string, args ..
 
 // acquireAcked runs an acquire script with replica acknowledgement. An
 // acquisition too few replicas acknowledged is released again at once.
-func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k lockKeys, req fencelock.AcquireRequest, args []any) ([]int64, error) {
+func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k lockKeys, req driver.Request, args []any) ([]int64, error) {
 	cmd, acks, err := b.runAcked(ctx, s, keys, args...)
 	if err != nil {
 		return nil, err
@@ -128,16 +128,11 @@ func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k l
 }
 
 // renewAcked renews a batch with replica acknowledgement: per master, one
-// pipeline of renewals followed by a WAIT. Renewals of a master whose WAIT
-// came short fail with ErrNotReplicated.
-func (b *Backend) renewAcked(ctx context.Context, calls []call) []fencelock.RenewResult {
-	return b.renewAckedWith(ctx, renewScript, calls)
-}
-
-// renewAckedWith is renewAcked for the renewal script s (a lock's, or that
-// of the holds of semaphores and read-write locks).
-func (b *Backend) renewAckedWith(ctx context.Context, s script, calls []call) []fencelock.RenewResult {
-	results := make([]fencelock.RenewResult, len(calls))
+// pipeline of renewals (each call with its kind's script) followed by a
+// WAIT. Renewals of a master whose WAIT came short fail with
+// ErrNotReplicated.
+func (b *Backend) renewAcked(ctx context.Context, calls []call) []driver.RenewResult {
+	results := make([]driver.RenewResult, len(calls))
 	byConn := make(map[redis.UniversalClient][]int)
 	var order []redis.UniversalClient
 	for i, c := range calls {
@@ -157,7 +152,7 @@ func (b *Backend) renewAckedWith(ctx context.Context, s script, calls []call) []
 		for j, i := range idx {
 			batch[j] = calls[i]
 		}
-		cmds, acks, waitErr := b.scripts.runBatchAcked(ctx, conn, s, batch, b.ack)
+		cmds, acks, waitErr := b.scripts.runBatchAcked(ctx, conn, batch, b.ack)
 		for j, i := range idx {
 			n, err := cmds[j].Int64()
 			switch {
@@ -177,11 +172,11 @@ func (b *Backend) renewAckedWith(ctx context.Context, s script, calls []call) []
 
 // runBatchAcked is runBatch with a WAIT at the end of the pipeline (and of
 // the EVAL retry, if any), all on conn, which must reach one server.
-func (c *scriptCache) runBatchAcked(ctx context.Context, conn redis.UniversalClient, s script, calls []call, ack *replicaAck) ([]*redis.Cmd, int64, error) {
+func (c *scriptCache) runBatchAcked(ctx context.Context, conn redis.UniversalClient, calls []call, ack *replicaAck) ([]*redis.Cmd, int64, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := conn.Pipeline()
 	for i, call := range calls {
-		cmds[i] = c.queue(ctx, pipe, s, ctx, call.keys, call.args...)
+		cmds[i] = c.queue(ctx, pipe, call.s, ctx, call.keys, call.args...)
 	}
 	wait := send(ctx, pipe, ack.waitCmd(ctx), ctx)
 	_, _ = pipe.Exec(ctx)
@@ -195,7 +190,7 @@ func (c *scriptCache) runBatchAcked(ctx context.Context, conn redis.UniversalCli
 	if len(missing) > 0 {
 		pipe = conn.Pipeline()
 		for _, i := range missing {
-			cmds[i] = send(ctx, pipe, s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
+			cmds[i] = send(ctx, pipe, calls[i].s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
 		}
 		wait = send(ctx, pipe, ack.waitCmd(ctx), ctx)
 		_, _ = pipe.Exec(ctx)

@@ -80,7 +80,7 @@ func luaInclude(name string, within []string) string {
 var leaveLineScript = newScript(luaScript("leave_line.lua"))
 
 // turnHoldsMax is how many holds in a row a process whose turn it is may
-// hand on to its own waiters (fencelock.HandOffBackend) before it wakes
+// hand on to its own waiters (driver.Lines.HandOff) before it wakes
 // the next process in line: each such hand-off costs one script run and
 // no message, where waking another process costs a message and that
 // process's attempt, so a turn of a few holds keeps a busy lock busier,
@@ -185,7 +185,7 @@ func (c noRetry) Args() []any {
 
 // sendTracker tells whether a call's commands may have been sent. guard
 // uses it when the caller's context ends first: a call abandoned before any
-// of its commands was written was certainly not sent (fencelock.ErrNotSent),
+// of its commands was written was certainly not sent (driver.ErrNotSent),
 // so the Client need not clean up after it.
 type sendTracker struct {
 	state atomic.Int32 // trackerIdle, trackerWritten or trackerAbandoned
@@ -271,20 +271,22 @@ func (c *scriptCache) queue(ctx context.Context, pipe redis.Pipeliner, s script,
 	return send(ctx, pipe, s.cmd(ctx, sha, keys, args), callCtx)
 }
 
-// call is one script invocation in a pipelined batch.
+// call is one script invocation in a pipelined batch. The calls of a batch
+// may run different scripts (a renewal of locks and semaphore permits).
 type call struct {
+	s    script
 	keys []string
 	args []any
 }
 
-// runBatch runs the script once per call in one pipelined round trip (per
+// runBatch runs each call's script in one pipelined round trip (per
 // Cluster node), then once more with EVAL for the calls that met NOSCRIPT.
 // It returns one command per call, each with its own result or error.
-func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, s script, calls []call) []*redis.Cmd {
+func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, calls []call) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := rdb.Pipeline()
 	for i, call := range calls {
-		cmds[i] = c.queue(ctx, pipe, s, ctx, call.keys, call.args...)
+		cmds[i] = c.queue(ctx, pipe, call.s, ctx, call.keys, call.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are in the commands
 
@@ -299,7 +301,7 @@ func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, s
 	}
 	pipe = rdb.Pipeline()
 	for _, i := range missing {
-		cmds[i] = send(ctx, pipe, s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
+		cmds[i] = send(ctx, pipe, calls[i].s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
 	}
 	_, _ = pipe.Exec(ctx)
 	return cmds

@@ -66,9 +66,9 @@ func TestScriptsRunAfterTheServerForgetsThem(t *testing.T) {
 	var calls []call
 	for n := range 3 {
 		keys, args := ttlOf(n)
-		calls = append(calls, call{keys: keys, args: args})
+		calls = append(calls, call{s: ttlScript, keys: keys, args: args})
 	}
-	for n, cmd := range cache.runBatch(ctx, rdb, ttlScript, calls) {
+	for n, cmd := range cache.runBatch(ctx, rdb, calls) {
 		check(fmt.Sprintf("call %d of a batch, after SCRIPT FLUSH", n), cmd)
 	}
 }

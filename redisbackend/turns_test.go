@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
@@ -266,7 +267,7 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 	// Both processes wait for the key (a plain watch each), so their
 	// attempts and releases name them.
 	for _, b := range []*redisbackend.Backend{a, other} {
-		w, err := b.WatchReleases(ctx, "t", "k")
+		w, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "t", Key: "k"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +283,7 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 	holder := "a0"
 	for i := 1; ; i++ {
 		next := acquireReq("k", "a"+string(rune('0'+i)), "a"+string(rune('0'+i)), ttl)
-		rel, got, err := a.ReleaseHandOff(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "k", Token: holder}}, next)
+		rel, got, err := a.HandOff(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: "t", Key: "k", Token: holder}}, next)
 		if err != nil || !rel.Held {
 			t.Fatalf("release %d: %+v, %v", i, rel, err)
 		}
@@ -312,7 +313,7 @@ func TestTurnHandsOnAFewTimesThenYields(t *testing.T) {
 	// a got in line again when it yielded: the other process's release
 	// wakes it (and puts the other process, which still watches, in line
 	// behind it), and a's attempt takes the lock.
-	rel, err := other.Release(ctx, fencelock.ReleaseRequest{Ref: fencelock.LockRef{Namespace: "t", Key: "k", Token: "o"}})
+	rel, err := other.Release(ctx, driver.ReleaseRequest{Ref: driver.Ref{Namespace: "t", Key: "k", Token: "o"}})
 	if err != nil || !rel.Held || !rel.Yielded {
 		t.Fatalf("the other process's release: %+v, %v; want released, yielding to a", rel, err)
 	}

@@ -4,24 +4,25 @@ import (
 	"context"
 	"errors"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
-// Job ticks across the quorum (fencelock.JobTickBackend): see the package
+// Job ticks across the quorum (driver.Ticker): see the package
 // documentation, "Job ticks", for why a tick runs at most once.
 
-var _ fencelock.JobTickBackend = (*Backend)(nil)
-
-// AcquireTick implements fencelock.JobTickBackend over the masters (see
+// AcquireTick implements driver.Ticker over the masters (see
 // the package documentation, "Job ticks"). A master where an earlier attempt's undo of this token was not
 // confirmed does not count toward the grants.
-func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
-	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.TickResult, error) {
+func (b *Backend) AcquireTick(ctx context.Context, req driver.TickRequest) (driver.TickResult, error) {
+	if err := plainOnly(req.Kind); err != nil {
+		return driver.TickResult{}, err
+	}
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (driver.TickResult, error) {
 		return n.b.AcquireTick(ctx, req)
 	})
 	errs, invalid := failures(answers)
 	if invalid != nil {
-		return fencelock.TickResult{}, invalid
+		return driver.TickResult{}, invalid
 	}
 	poisoned := b.poisoned.get(req.Ref)
 	type claim struct{ tick, token string }
@@ -30,7 +31,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 	var granted []int
 	var fence int64
 	holds, unknown, topCount := 0, 0, 0
-	var holder fencelock.AcquireResult // a refusal by the holder: its shortest lease
+	var holder driver.Result // a refusal by the holder: its shortest lease
 	for i, a := range answers {
 		switch {
 		case a.err != nil:
@@ -54,38 +55,38 @@ func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (f
 			holder.HolderTTL = a.val.HolderTTL
 		}
 	}
-	acquired := make([]answer[fencelock.AcquireResult], len(answers))
+	acquired := make([]answer[driver.Result], len(answers))
 	for i, a := range answers {
-		acquired[i] = answer[fencelock.AcquireResult]{a.val.Result, a.err}
+		acquired[i] = answer[driver.Result]{a.val.Result, a.err}
 	}
 	if len(granted) >= b.quorum {
 		if err := b.raise(ctx, req.Request, granted, fence); err != nil {
 			b.undoClaims(req.Request, acquired)
-			return fencelock.TickResult{}, err
+			return driver.TickResult{}, err
 		}
-		return fencelock.TickResult{Result: fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}}, nil
+		return driver.TickResult{Result: driver.Result{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}}, nil
 	}
 	b.undoClaims(req.Request, acquired)
 	if topCount >= b.quorum {
-		return fencelock.TickResult{Claimed: true, LastTick: top.tick, LastToken: top.token}, nil
+		return driver.TickResult{Claimed: true, LastTick: top.tick, LastToken: top.token}, nil
 	}
 	if len(granted)+unknown >= b.quorum {
-		return fencelock.TickResult{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
+		return driver.TickResult{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
 	}
-	return fencelock.TickResult{Result: holder}, nil
+	return driver.TickResult{Result: holder}, nil
 }
 
 // undoClaims is undo for a tick acquisition: on each master that granted
 // it, the hold is released, then the claim of the tick taken back. A
 // master where either was not confirmed is marked for the token.
-func (b *Backend) undoClaims(req fencelock.AcquireRequest, answers []answer[fencelock.AcquireResult]) {
+func (b *Backend) undoClaims(req driver.Request, answers []answer[driver.Result]) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
 	undone := each(b, ctx, func(ctx context.Context, i int, n node) (struct{}, error) {
 		if a := answers[i]; a.err != nil || !a.val.Acquired {
 			return struct{}{}, nil
 		}
-		if _, err := n.b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref}); err != nil {
+		if _, err := n.b.Release(ctx, driver.ReleaseRequest{Ref: req.Ref}); err != nil {
 			return struct{}{}, err
 		}
 		_, err := n.b.UndoTickClaim(ctx, req.Namespace, req.Key, req.Token)
@@ -93,7 +94,7 @@ func (b *Backend) undoClaims(req fencelock.AcquireRequest, answers []answer[fenc
 	})
 	var late []int
 	for i, r := range undone {
-		if r.err != nil && !errors.Is(r.err, fencelock.ErrNotSent) {
+		if r.err != nil && !errors.Is(r.err, driver.ErrNotSent) {
 			late = append(late, i)
 		}
 	}

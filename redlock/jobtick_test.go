@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/redlock"
 	"github.com/redis/go-redis/v9"
@@ -22,9 +23,9 @@ import (
 // would leave them.
 
 // tickReq is an attempt of token for tick on the lock "job".
-func tickReq(token, tick string) fencelock.TickRequest {
-	return fencelock.TickRequest{
-		Request: fencelock.AcquireRequest{Ref: fencelock.LockRef{Namespace: "ns", Key: "job", Token: token}, Owner: token, TTL: 10 * time.Second},
+func tickReq(token, tick string) driver.TickRequest {
+	return driver.TickRequest{
+		Request: driver.Request{Ref: driver.Ref{Namespace: "ns", Key: "job", Token: token}, Owner: token, TTL: 10 * time.Second},
 		Tick:    tick, RecordLife: time.Minute,
 	}
 }
@@ -39,7 +40,7 @@ func claimOn(t *testing.T, ctx context.Context, clients []redis.UniversalClient,
 		if err != nil || !res.Acquired {
 			t.Fatalf("claim of %s by %s on a master: %+v, %v", tick, token, res, err)
 		}
-		if _, err := b.Release(ctx, fencelock.ReleaseRequest{Ref: tickReq(token, tick).Ref}); err != nil {
+		if _, err := b.Release(ctx, driver.ReleaseRequest{Ref: tickReq(token, tick).Ref}); err != nil {
 			t.Fatal(err)
 		}
 		b.Close()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/redlock"
 	"github.com/fencelock/fencelock/testing/faultproxy"
@@ -72,11 +73,11 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 	}
 
-	ref := func(token string) fencelock.LockRef {
-		return fencelock.LockRef{Namespace: fencelock.DefaultNamespace, Key: "k", Token: token}
+	ref := func(token string) driver.Ref {
+		return driver.Ref{Namespace: fencelock.DefaultNamespace, Key: "k", Token: token}
 	}
-	req := func(token string) fencelock.AcquireRequest {
-		return fencelock.AcquireRequest{Ref: ref(token), Owner: token, TTL: time.Minute}
+	req := func(token string) driver.Request {
+		return driver.Request{Ref: ref(token), Owner: token, TTL: time.Minute}
 	}
 	heldOn := func(b *redisbackend.Backend, token string) bool {
 		t.Helper()
@@ -99,7 +100,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	// in the proxy and times out.
 	resumeB, resumeC := pb.StallReplies(), pc.StallReplies()
 	type result struct {
-		res fencelock.AcquireResult
+		res driver.Result
 		err error
 	}
 	done := make(chan result, 1)
@@ -124,7 +125,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	// reaches A on a new connection: A (still holding t1) and B grant, C
 	// refuses.
 	aViaProxy.Store(false)
-	if res, err := onB.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t2")}); err != nil || !res.Held {
+	if res, err := onB.Release(ctx, driver.ReleaseRequest{Ref: ref("t2")}); err != nil || !res.Held {
 		t.Fatalf("t2 release on B: %+v %v", res, err)
 	}
 	r2, err := b1.Acquire(ctx, req("t1"))
@@ -141,7 +142,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 
 	// t2 lets go of C, and a third client tries: it must not get a majority
 	// while t1 believes it holds one.
-	if res, err := onC.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t2")}); err != nil || !res.Held {
+	if res, err := onC.Release(ctx, driver.ReleaseRequest{Ref: ref("t2")}); err != nil || !res.Held {
 		t.Fatalf("t2 release on C: %+v %v", res, err)
 	}
 	r3, err := b3.Acquire(ctx, req("t3"))
@@ -154,7 +155,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	if r2.Acquired {
 		return
 	}
-	if _, err := b3.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t3")}); err != nil {
+	if _, err := b3.Release(ctx, driver.ReleaseRequest{Ref: ref("t3")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -171,7 +172,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	if err := direct[2].FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	renewed, err := b1.Renew(ctx, []fencelock.RenewRequest{{Ref: ref("t1"), TTL: time.Minute}})
+	renewed, err := b1.Renew(ctx, []driver.RenewRequest{{Ref: ref("t1"), TTL: time.Minute}})
 	if err != nil || len(renewed) != 1 {
 		t.Fatalf("renew: %+v %v", renewed, err)
 	}
@@ -183,7 +184,7 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	}
 
 	// Releasing t1 forgets A's mark: were t1 acquired again, A would count.
-	if _, err := b1.Release(ctx, fencelock.ReleaseRequest{Ref: ref("t1")}); err != nil {
+	if _, err := b1.Release(ctx, driver.ReleaseRequest{Ref: ref("t1")}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := b1.Acquire(ctx, req("t1")); err != nil || !r.Acquired {
@@ -192,14 +193,14 @@ func TestLateUndoReleaseDoesNotCount(t *testing.T) {
 	if err := direct[2].FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	renewed, err = b1.Renew(ctx, []fencelock.RenewRequest{{Ref: ref("t1"), TTL: time.Minute}})
+	renewed, err = b1.Renew(ctx, []driver.RenewRequest{{Ref: ref("t1"), TTL: time.Minute}})
 	if err != nil || len(renewed) != 1 || !renewed[0].Held {
 		t.Fatalf("renew of t1 held by A and B after its release forgot A's mark: %+v %v, want held", renewed, err)
 	}
 }
 
 // heldOnMaster reports whether the lock ref is held on one master.
-func heldOnMaster(t *testing.T, ctx context.Context, b *redisbackend.Backend, ref fencelock.LockRef) bool {
+func heldOnMaster(t *testing.T, ctx context.Context, b *redisbackend.Backend, ref driver.Ref) bool {
 	t.Helper()
 	_, err := b.TTL(ctx, ref)
 	if err != nil && !errors.Is(err, fencelock.ErrNotHeld) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/redlock"
 	"github.com/fencelock/fencelock/testing/lockmodel"
@@ -26,7 +27,7 @@ func TestModelRedlock(t *testing.T) {
 				view = append(view, redisbackend.New(c))
 			}
 			return lockmodel.NewServerStore(lockmodel.ServerStore{
-				NewBackend: func() fencelock.Backend {
+				NewBackend: func() driver.Store {
 					b, err := redlock.New(clients)
 					if err != nil {
 						panic(err) // 3 masters: never

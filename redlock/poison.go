@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // maxPoisoned caps the holds whose late undo releases a Backend remembers.
@@ -33,8 +33,8 @@ type poisonSet struct {
 
 	mu    sync.Mutex
 	max   int
-	refs  map[fencelock.LockRef]*poisonEntry
-	order list.List // of fencelock.LockRef, least recently marked first
+	refs  map[driver.Ref]*poisonEntry
+	order list.List // of driver.Ref, least recently marked first
 }
 
 type poisonEntry struct {
@@ -43,13 +43,13 @@ type poisonEntry struct {
 }
 
 func newPoisonSet(max int) *poisonSet {
-	return &poisonSet{max: max, refs: make(map[fencelock.LockRef]*poisonEntry)}
+	return &poisonSet{max: max, refs: make(map[driver.Ref]*poisonEntry)}
 }
 
 // add marks masters (indexes below n, the number of masters) for ref, on
 // top of those marked already, and drops the least recently marked holds
 // beyond the cap.
-func (p *poisonSet) add(ref fencelock.LockRef, n int, masters []int) {
+func (p *poisonSet) add(ref driver.Ref, n int, masters []int) {
 	if len(masters) == 0 {
 		return
 	}
@@ -70,13 +70,13 @@ func (p *poisonSet) add(ref fencelock.LockRef, n int, masters []int) {
 	e.masters = marked
 	for len(p.refs) > p.max {
 		oldest := p.order.Front()
-		delete(p.refs, p.order.Remove(oldest).(fencelock.LockRef))
+		delete(p.refs, p.order.Remove(oldest).(driver.Ref))
 	}
 	p.size.Store(int64(len(p.refs)))
 }
 
 // get returns the masters marked for ref (nil: none).
-func (p *poisonSet) get(ref fencelock.LockRef) poisonedMasters {
+func (p *poisonSet) get(ref driver.Ref) poisonedMasters {
 	if p.size.Load() == 0 {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (p *poisonSet) get(ref fencelock.LockRef) poisonedMasters {
 }
 
 // forget drops ref's marks.
-func (p *poisonSet) forget(ref fencelock.LockRef) {
+func (p *poisonSet) forget(ref driver.Ref) {
 	if p.size.Load() == 0 {
 		return
 	}

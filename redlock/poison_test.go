@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // The marks of a hold accumulate, are forgotten with it, and beyond the cap
 // the least recently marked holds are dropped first.
 func TestPoisonSet(t *testing.T) {
-	ref := func(i int) fencelock.LockRef {
-		return fencelock.LockRef{Namespace: "ns", Key: "k", Token: fmt.Sprint(i)}
+	ref := func(i int) driver.Ref {
+		return driver.Ref{Namespace: "ns", Key: "k", Token: fmt.Sprint(i)}
 	}
 	p := newPoisonSet(3)
 	if p.get(ref(0)).has(0) {

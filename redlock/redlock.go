@@ -1,4 +1,4 @@
-// Package redlock is a fencelock.Backend over several independent Redis
+// Package redlock is a driver.Store over several independent Redis
 // masters (the Redlock algorithm): a lock is held when a majority of them
 // hold it, so it survives the loss of a minority of masters, with fencing
 // tokens that never go back.
@@ -52,7 +52,7 @@
 // # Job ticks
 //
 // RunJob needs a record of each job's last claimed tick
-// (fencelock.JobTickBackend). Each master keeps one as the Redis backend
+// (driver.Ticker). Each master keeps one as the Redis backend
 // does, and decides an attempt as that backend's script does: a record
 // naming the tick or a later one (other than this attempt's own claim, a
 // retry) refuses it as claimed; otherwise the master grants or refuses
@@ -105,7 +105,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -137,7 +137,7 @@ func (e *QuorumError) Unwrap() []error { return e.Errs }
 // Is reports whether target is ErrNoQuorum.
 func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
 
-// Backend is a fencelock.Backend over N independent Redis masters.
+// Backend is a driver.Store over N independent Redis masters.
 type Backend struct {
 	nodes       []node
 	quorum      int
@@ -190,7 +190,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Backend, error) {
 func NewWithBackendOptions(clients []redis.UniversalClient, redisOpts []redisbackend.Option, opts ...Option) (*Backend, error) {
 	n := len(clients)
 	if n == 0 || n%2 == 0 {
-		return nil, &fencelock.InvalidArgumentError{Name: "masters", Value: n, Reason: "must be an odd number (1, 3, 5, ...), so that two majorities always share a master"}
+		return nil, &driver.InvalidArgumentError{Name: "masters", Value: n, Reason: "must be an odd number (1, 3, 5, ...), so that two majorities always share a master"}
 	}
 	b := &Backend{quorum: n/2 + 1, drift: DefaultDriftFactor, nodeTimeout: DefaultNodeTimeout, poisoned: newPoisonSet(maxPoisoned)}
 	for _, opt := range opts {
@@ -199,14 +199,14 @@ func NewWithBackendOptions(clients []redis.UniversalClient, redisOpts []redisbac
 		}
 	}
 	if b.drift < 0 || b.drift >= 0.5 {
-		return nil, &fencelock.InvalidArgumentError{Name: "WithDriftFactor", Value: b.drift, Reason: "must be in [0, 0.5)"}
+		return nil, &driver.InvalidArgumentError{Name: "WithDriftFactor", Value: b.drift, Reason: "must be in [0, 0.5)"}
 	}
 	if b.nodeTimeout < time.Millisecond {
-		return nil, &fencelock.InvalidArgumentError{Name: "WithNodeTimeout", Value: b.nodeTimeout, Reason: "must be at least 1ms"}
+		return nil, &driver.InvalidArgumentError{Name: "WithNodeTimeout", Value: b.nodeTimeout, Reason: "must be at least 1ms"}
 	}
 	for i, c := range clients {
 		if c == nil {
-			return nil, &fencelock.InvalidArgumentError{Name: "masters", Value: i, Reason: "client is nil"}
+			return nil, &driver.InvalidArgumentError{Name: "masters", Value: i, Reason: "client is nil"}
 		}
 		b.nodes = append(b.nodes, node{name: nodeName(i, c), b: redisbackend.New(c, redisOpts...)})
 	}
@@ -220,11 +220,6 @@ func nodeName(i int, c redis.UniversalClient) string {
 	}
 	return fmt.Sprintf("master %d", i)
 }
-
-var (
-	_ fencelock.Backend         = (*Backend)(nil)
-	_ fencelock.ReleaseNotifier = (*Backend)(nil)
-)
 
 // Quorum returns the number of masters that make a majority.
 func (b *Backend) Quorum() int { return b.quorum }
@@ -271,7 +266,7 @@ func failures[T any](answers []answer[T]) (errs []error, invalid error) {
 	for _, a := range answers {
 		if a.err != nil {
 			errs = append(errs, a.err)
-			if invalid == nil && errors.Is(a.err, fencelock.ErrInvalidArgument) {
+			if invalid == nil && errors.Is(a.err, driver.ErrInvalidArgument) {
 				invalid = a.err
 			}
 		}
@@ -283,7 +278,7 @@ func failures[T any](answers []answer[T]) (errs []error, invalid error) {
 // majority, made on a context of its own (the caller's may be done).
 const undoTimeout = time.Second
 
-// Acquire implements fencelock.Backend: the lock is acquired when a
+// Acquire implements driver.Store: the lock is acquired when a
 // majority of masters grant it. Its fence is the largest they minted,
 // written back to the majority before Acquire returns. Otherwise the grants
 // are undone on every master, and the result is not acquired (a majority
@@ -291,13 +286,16 @@ const undoTimeout = time.Second
 // where an earlier attempt's undo release of this token was not confirmed
 // does not count, whatever it answers: its grant may be deleted at any
 // moment by that release.
-func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
-	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.AcquireResult, error) {
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
+	if err := plainOnly(req.Kind); err != nil {
+		return driver.Result{}, err
+	}
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (driver.Result, error) {
 		return n.b.Acquire(ctx, req)
 	})
 	errs, invalid := failures(answers)
 	if invalid != nil {
-		return fencelock.AcquireResult{}, invalid
+		return driver.Result{}, invalid
 	}
 	poisoned := b.poisoned.get(req.Ref)
 	var granted []int
@@ -323,21 +321,21 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 	if len(granted) >= b.quorum {
 		if err := b.raise(ctx, req, granted, fence); err != nil {
 			b.undo(req, answers)
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
-		return fencelock.AcquireResult{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}, nil
+		return driver.Result{Acquired: true, Fence: fence, Holds: holds, Validity: b.Validity(req.TTL)}, nil
 	}
 	b.undo(req, answers)
 	if len(granted)+unknown >= b.quorum {
 		// The masters that failed could have granted it: not a refusal
 		// by a majority, and too few answers to decide.
-		return fencelock.AcquireResult{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
+		return driver.Result{}, &QuorumError{Op: "acquire", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
 	}
-	return fencelock.AcquireResult{HolderTTL: holderTTL}, nil
+	return driver.Result{HolderTTL: holderTTL}, nil
 }
 
 // raise writes fence back to the granting masters; a majority must confirm.
-func (b *Backend) raise(ctx context.Context, req fencelock.AcquireRequest, granted []int, fence int64) error {
+func (b *Backend) raise(ctx context.Context, req driver.Request, granted []int, fence int64) error {
 	answers := each(b, ctx, func(ctx context.Context, i int, n node) (bool, error) {
 		if !slices.Contains(granted, i) {
 			return false, nil
@@ -371,42 +369,45 @@ func (b *Backend) raise(ctx context.Context, req fencelock.AcquireRequest, grant
 //
 // An undo release that a master confirmed was applied before undo returns,
 // so before the next attempt is sent. One that failed after it may have
-// been written (any error but fencelock.ErrNotSent: it timed out, or its
+// been written (any error but driver.ErrNotSent: it timed out, or its
 // connection broke) leaves the window above open on that master for good:
 // nothing bounds how late it can be applied. Such masters are marked for
 // the token (b.poisoned), and no longer count for it in Acquire, Renew or
 // TTL; Release forgets the marks.
-func (b *Backend) undo(req fencelock.AcquireRequest, answers []answer[fencelock.AcquireResult]) {
+func (b *Backend) undo(req driver.Request, answers []answer[driver.Result]) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	released := each(b, ctx, func(ctx context.Context, i int, n node) (fencelock.ReleaseResult, error) {
+	released := each(b, ctx, func(ctx context.Context, i int, n node) (driver.ReleaseResult, error) {
 		if a := answers[i]; a.err != nil || !a.val.Acquired {
-			return fencelock.ReleaseResult{}, nil
+			return driver.ReleaseResult{}, nil
 		}
-		return n.b.Release(ctx, fencelock.ReleaseRequest{Ref: req.Ref})
+		return n.b.Release(ctx, driver.ReleaseRequest{Ref: req.Ref})
 	})
 	var late []int
 	for i, r := range released {
-		if r.err != nil && !errors.Is(r.err, fencelock.ErrNotSent) {
+		if r.err != nil && !errors.Is(r.err, driver.ErrNotSent) {
 			late = append(late, i)
 		}
 	}
 	b.poisoned.add(req.Ref, len(b.nodes), late)
 }
 
-// Release implements fencelock.Backend: it releases the hold on every
+// Release implements driver.Store: it releases the hold on every
 // master. Held is true when a majority held it; the error is a *QuorumError
 // when too few masters answered to tell. Either way, the Backend forgets
 // the masters whose undo release of the token was not confirmed (undo): the
 // Client makes no further acquire or renewal with a token it released.
-func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
+	if err := plainOnly(req.Kind); err != nil {
+		return driver.ReleaseResult{}, err
+	}
 	defer b.poisoned.forget(req.Ref)
-	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (fencelock.ReleaseResult, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (driver.ReleaseResult, error) {
 		return n.b.Release(ctx, req)
 	})
 	errs, invalid := failures(answers)
 	if invalid != nil {
-		return fencelock.ReleaseResult{}, invalid
+		return driver.ReleaseResult{}, invalid
 	}
 	var left []int // holds left, on each master that held this one
 	for _, a := range answers {
@@ -421,21 +422,26 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 		// of another hold landed may have more, which no majority shares.
 		slices.Sort(left)
 		slices.Reverse(left)
-		return fencelock.ReleaseResult{Held: true, Remaining: left[b.quorum-1]}, nil
+		return driver.ReleaseResult{Held: true, Remaining: left[b.quorum-1]}, nil
 	case held+len(errs) >= b.quorum:
-		return fencelock.ReleaseResult{}, &QuorumError{Op: "release", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
+		return driver.ReleaseResult{}, &QuorumError{Op: "release", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
 	}
-	return fencelock.ReleaseResult{}, nil
+	return driver.ReleaseResult{}, nil
 }
 
-// Renew implements fencelock.Backend: one batch per master, all at once. A
+// Renew implements driver.Store: one batch per master, all at once. A
 // hold is renewed when a majority renewed it; it is reported gone when
 // enough masters said so that no majority can hold it; otherwise its
 // RenewResult.Err is a *QuorumError (the Client retries until its deadline).
 // A master where an undo release of the hold's token was not confirmed
 // counts as not holding it, whatever it answers (see undo).
-func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	answers := each(b, ctx, func(ctx context.Context, _ int, n node) ([]fencelock.RenewResult, error) {
+func (b *Backend) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
+	for _, r := range reqs {
+		if err := plainOnly(r.Kind); err != nil {
+			return nil, err
+		}
+	}
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) ([]driver.RenewResult, error) {
 		res, err := n.b.Renew(ctx, reqs)
 		if err == nil && len(res) != len(reqs) {
 			err = fmt.Errorf("%d results for %d renewals", len(res), len(reqs))
@@ -449,7 +455,7 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	if len(errs) == len(b.nodes) {
 		return nil, &QuorumError{Op: "renew", Need: b.quorum, Errs: errs}
 	}
-	results := make([]fencelock.RenewResult, len(reqs))
+	results := make([]driver.RenewResult, len(reqs))
 	for i := range reqs {
 		poisoned := b.poisoned.get(reqs[i].Ref)
 		held, unknown := 0, 0
@@ -479,11 +485,14 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	return results, nil
 }
 
-// TTL implements fencelock.Backend: the time for which a majority of
+// TTL implements driver.Store: the time for which a majority of
 // masters still hold the hold (the majority-th longest of their leases).
 // A master where an undo release of the token was not confirmed counts as
 // not holding it (see undo).
-func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (b *Backend) TTL(ctx context.Context, ref driver.Ref) (time.Duration, error) {
+	if err := plainOnly(ref.Kind); err != nil {
+		return 0, err
+	}
 	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (time.Duration, error) {
 		return n.b.TTL(ctx, ref)
 	})
@@ -496,9 +505,9 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 			// Counts as not holding it.
 		case a.err == nil:
 			ttls = append(ttls, a.val)
-		case errors.Is(a.err, fencelock.ErrInvalidArgument):
+		case errors.Is(a.err, driver.ErrInvalidArgument):
 			return 0, a.err
-		case !errors.Is(a.err, fencelock.ErrNotHeld):
+		case !errors.Is(a.err, driver.ErrNotHeld):
 			errs = append(errs, a.err)
 		}
 	}
@@ -510,37 +519,33 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 	if len(ttls)+len(errs) >= b.quorum {
 		return 0, &QuorumError{Op: "ttl", Need: b.quorum, Answers: len(b.nodes) - len(errs), Errs: errs}
 	}
-	return 0, fmt.Errorf("redlock: %w on a majority of masters", fencelock.ErrNotHeld)
+	return 0, fmt.Errorf("redlock: %w on a majority of masters", driver.ErrNotHeld)
 }
 
-// WatchReleases implements fencelock.ReleaseNotifier: a release message
-// from any master wakes the waiter. Masters whose notifications cannot be
-// had are left out (the waiter's fallback timer covers them); it fails only
-// when none can.
-func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
-	return b.watchEach(ctx, func(ctx context.Context, n node) (*fencelock.Watch, error) {
-		return n.b.WatchReleases(ctx, namespace, key)
+// Watch implements driver.Notifier for the plain lock: a release message
+// (or, with Changes, an "acquired" message of an acquisition with
+// Request.Notify, published by each master that grants it) from any master
+// wakes the watcher. Masters whose notifications cannot be had are left out
+// (the waiter's fallback timer covers them); it fails only when none can.
+// There is no line of waiters to watch a turn in (Token).
+func (b *Backend) Watch(ctx context.Context, req driver.WatchRequest) (*driver.Watch, error) {
+	if err := plainOnly(req.Kind); err != nil {
+		return nil, err
+	}
+	if req.Token != "" {
+		return nil, fmt.Errorf("%w: redlock keeps no line of waiters", driver.ErrUnsupported)
+	}
+	return b.watchEach(ctx, func(ctx context.Context, n node) (*driver.Watch, error) {
+		return n.b.Watch(ctx, req)
 	})
 }
 
-var _ fencelock.ChangeNotifier = (*Backend)(nil)
-
-// WatchChanges implements fencelock.ChangeNotifier, as WatchReleases: an
-// acquisition with AcquireRequest.Notify publishes on each master that
-// grants it, and a message from any master wakes the watcher.
-func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
-	return b.watchEach(ctx, func(ctx context.Context, n node) (*fencelock.Watch, error) {
-		return n.b.WatchChanges(ctx, namespace, key)
-	})
-}
-
-// watchEach makes a watch on every master and merges them: see
-// WatchReleases.
-func (b *Backend) watchEach(ctx context.Context, watch func(context.Context, node) (*fencelock.Watch, error)) (*fencelock.Watch, error) {
-	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (*fencelock.Watch, error) {
+// watchEach makes a watch on every master and merges them: see Watch.
+func (b *Backend) watchEach(ctx context.Context, watch func(context.Context, node) (*driver.Watch, error)) (*driver.Watch, error) {
+	answers := each(b, ctx, func(ctx context.Context, _ int, n node) (*driver.Watch, error) {
 		return watch(ctx, n)
 	})
-	var watches []*fencelock.Watch
+	var watches []*driver.Watch
 	var errs []error
 	for _, a := range answers {
 		if a.err != nil {
@@ -573,7 +578,7 @@ func (b *Backend) watchEach(ctx context.Context, watch func(context.Context, nod
 		})
 	}
 	var once sync.Once
-	return fencelock.NewWatch(wake, func() {
+	return driver.NewWatch(wake, func() {
 		once.Do(func() {
 			close(quit)
 			forwarders.Wait()

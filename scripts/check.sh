@@ -38,7 +38,7 @@ library=(. ./driver ./redisbackend ./redlock ./fence ./idempotency)
 allowed=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' github.com/redis/go-redis/v9)
 extra=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "${library[@]}" |
 	grep -vxF -f <(echo "$allowed") |
-	grep -vE '^github\.com/fencelock/fencelock(/(driver|internal/adapt|redisbackend|redlock|fence|idempotency))?$' || true)
+	grep -vE '^github\.com/fencelock/fencelock(/(driver|internal/[a-z]+|redisbackend|redlock|fence|idempotency))?$' || true)
 if [ -n "$extra" ]; then
 	echo "check: the library's packages (${library[*]}) import these; only the standard library and go-redis may be:" >&2
 	echo "$extra" >&2

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -39,16 +39,16 @@ func (l *backendAloneLocker) cycle(ctx context.Context, key string, inside func(
 	if err != nil {
 		return err
 	}
-	ref := fencelock.LockRef{Key: key, Token: token}
+	ref := driver.Ref{Key: key, Token: token}
 	err = pollUntil(ctx, func() (bool, error) {
-		res, err := l.backend.Acquire(ctx, fencelock.AcquireRequest{Ref: ref, Owner: token, TTL: l.ttl})
+		res, err := l.backend.Acquire(ctx, driver.Request{Ref: ref, Owner: token, TTL: l.ttl})
 		return res.Acquired, err
 	})
 	if err != nil {
 		return err
 	}
 	inside()
-	res, err := l.backend.Release(ctx, fencelock.ReleaseRequest{Ref: ref})
+	res, err := l.backend.Release(ctx, driver.ReleaseRequest{Ref: ref})
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@
 
 package main
 
-import "syscall"
+import (
+	"syscall"
+)
 
 // childProcAttr: elsewhere, children are stopped by this process only.
 func childProcAttr() *syscall.SysProcAttr { return nil }

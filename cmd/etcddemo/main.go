@@ -25,6 +25,7 @@ import (
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/cmd/internal/demo"
 	"github.com/fencelock/fencelock/cmd/internal/exitcode"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/etcdbackend"
 	"github.com/fencelock/fencelock/etcdbackend/testing/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -64,7 +65,7 @@ var etcdBackend = &demo.Backend{
 	Start: func(ctx context.Context, logf func(string, ...any)) (demo.LockStore, error) {
 		return startStore(logf)
 	},
-	NewWorker: func(raw json.RawMessage) (fencelock.Backend, func(), error) {
+	NewWorker: func(raw json.RawMessage) (driver.Store, func(), error) {
 		var cfg storeConfig
 		if err := json.Unmarshal(raw, &cfg); err != nil {
 			return nil, nil, fmt.Errorf("etcd configuration: %w", err)

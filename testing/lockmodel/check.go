@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // The invariants, checked after every step.
@@ -302,7 +303,7 @@ func (m *machine) checkOrphans(now time.Time, views map[resource]View) {
 			slack += m.tg.Tolerance
 		}
 		if r.fam == FamLock {
-			slack += fencelock.FairPlaceLease // a fair waiter that gave up may be granted the lock
+			slack += driver.PlaceLease // a fair waiter that gave up may be granted the lock
 		}
 		for _, x := range v.Holds {
 			var bound time.Time
@@ -432,7 +433,7 @@ func (m *machine) eligible(c *call, v View, now time.Time) (bound time.Duration,
 			}
 		}
 		if c.fair {
-			bound = fallbackPoll + exactSlack + fencelock.FairPlaceLease // a place of a waiter gone holds the line up
+			bound = fallbackPoll + exactSlack + driver.PlaceLease // a place of a waiter gone holds the line up
 		}
 	case FamSem:
 		if len(v.Holds) >= m.tg.Permits {
@@ -450,7 +451,7 @@ func (m *machine) eligible(c *call, v View, now time.Time) (bound time.Duration,
 				return 0, false // a writer waits: readers wait behind it
 			}
 		}
-		bound = fallbackPoll + exactSlack + fencelock.RWPlaceLease // places of waiters gone
+		bound = fallbackPoll + exactSlack + driver.PlaceLease // places of waiters gone
 	}
 	if !m.virtual {
 		bound = 2*bound + m.tg.Tolerance

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"pgregory.net/rapid"
 )
 
@@ -92,9 +93,9 @@ type View struct {
 
 // Store is the lock store of one check.
 type Store interface {
-	// Backend returns a Backend for a new Client. The Client closes it;
+	// Backend returns a store for a new Client. The Client closes it;
 	// the store stays usable.
-	Backend() fencelock.Backend
+	Backend() driver.Store
 	// Namespace is the namespace of the check's Clients ("" for the
 	// default).
 	Namespace() string

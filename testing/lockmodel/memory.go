@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
@@ -32,9 +33,9 @@ func Memory() Target {
 // memoryStore is a memory backend shared by the Clients of a check.
 type memoryStore struct{ b *memorybackend.Backend }
 
-func (s *memoryStore) Backend() fencelock.Backend { return &clientMemory{Backend: s.b} }
-func (s *memoryStore) Namespace() string          { return "" }
-func (s *memoryStore) Close()                     { s.b.Close() }
+func (s *memoryStore) Backend() driver.Store { return &clientMemory{Backend: s.b} }
+func (s *memoryStore) Namespace() string     { return "" }
+func (s *memoryStore) Close()                { s.b.Close() }
 
 func (s *memoryStore) View(fam Family, key string) (View, bool) {
 	ns := fencelock.DefaultNamespace
@@ -107,114 +108,51 @@ func (b *clientMemory) refused() error {
 	return nil
 }
 
-func (b *clientMemory) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+func (b *clientMemory) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if err := b.refused(); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	return b.Backend.Acquire(ctx, req)
 }
 
-func (b *clientMemory) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *clientMemory) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	if err := b.refused(); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
 	return b.Backend.Release(ctx, req)
 }
 
-func (b *clientMemory) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseRequest, next fencelock.AcquireRequest) (fencelock.ReleaseResult, fencelock.AcquireResult, error) {
+func (b *clientMemory) HandOff(ctx context.Context, req driver.ReleaseRequest, next driver.Request) (driver.ReleaseResult, driver.Result, error) {
 	if err := b.refused(); err != nil {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+		return driver.ReleaseResult{}, driver.Result{}, err
 	}
-	return b.Backend.ReleaseHandOff(ctx, req, next)
+	return b.Backend.HandOff(ctx, req, next)
 }
 
-func (b *clientMemory) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *clientMemory) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	if err := b.refused(); err != nil {
 		return nil, err
 	}
 	return b.Backend.Renew(ctx, reqs)
 }
 
-func (b *clientMemory) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+func (b *clientMemory) TTL(ctx context.Context, ref driver.Ref) (time.Duration, error) {
 	if err := b.refused(); err != nil {
 		return 0, err
 	}
 	return b.Backend.TTL(ctx, ref)
 }
 
-func (b *clientMemory) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, place time.Duration) (fencelock.AcquireResult, error) {
+func (b *clientMemory) AcquireInLine(ctx context.Context, req driver.Request, t driver.Turn) (driver.Result, error) {
 	if err := b.refused(); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
-	return b.Backend.AcquireFair(ctx, req, place)
+	return b.Backend.AcquireInLine(ctx, req, t)
 }
 
-func (b *clientMemory) AcquireFairGrant(ctx context.Context, req fencelock.AcquireRequest, place, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+func (b *clientMemory) InspectLock(ctx context.Context, namespace, key string) (driver.LockInfo, error) {
 	if err := b.refused(); err != nil {
-		return fencelock.AcquireResult{}, err
-	}
-	return b.Backend.AcquireFairGrant(ctx, req, place, grant, seq)
-}
-
-func (b *clientMemory) InspectLock(ctx context.Context, namespace, key string) (fencelock.LockInfo, error) {
-	if err := b.refused(); err != nil {
-		return fencelock.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	return b.Backend.InspectLock(ctx, namespace, key)
-}
-
-func (b *clientMemory) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (fencelock.AcquireResult, error) {
-	if err := b.refused(); err != nil {
-		return fencelock.AcquireResult{}, err
-	}
-	return b.Backend.AcquirePermit(ctx, req)
-}
-
-func (b *clientMemory) ReleasePermit(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	if err := b.refused(); err != nil {
-		return fencelock.ReleaseResult{}, err
-	}
-	return b.Backend.ReleasePermit(ctx, req)
-}
-
-func (b *clientMemory) RenewPermits(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	if err := b.refused(); err != nil {
-		return nil, err
-	}
-	return b.Backend.RenewPermits(ctx, reqs)
-}
-
-func (b *clientMemory) PermitTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
-	if err := b.refused(); err != nil {
-		return 0, err
-	}
-	return b.Backend.PermitTTL(ctx, ref)
-}
-
-func (b *clientMemory) AcquireRW(ctx context.Context, req fencelock.RWRequest) (fencelock.AcquireResult, error) {
-	if err := b.refused(); err != nil {
-		return fencelock.AcquireResult{}, err
-	}
-	return b.Backend.AcquireRW(ctx, req)
-}
-
-func (b *clientMemory) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	if err := b.refused(); err != nil {
-		return fencelock.ReleaseResult{}, err
-	}
-	return b.Backend.ReleaseRW(ctx, req)
-}
-
-func (b *clientMemory) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	if err := b.refused(); err != nil {
-		return nil, err
-	}
-	return b.Backend.RenewRW(ctx, reqs)
-}
-
-func (b *clientMemory) RWTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
-	if err := b.refused(); err != nil {
-		return 0, err
-	}
-	return b.Backend.RWTTL(ctx, ref)
 }

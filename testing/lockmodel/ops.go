@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // The operations other than the plain acquires (machine.go), and what
@@ -750,7 +751,7 @@ func (m *machine) checkLapsed() {
 	for _, ttl := range m.tg.TTLs {
 		longest = max(longest, ttl)
 	}
-	bound := longest + m.maxLag + fencelock.FairPlaceLease + exactSlack
+	bound := longest + m.maxLag + driver.PlaceLease + exactSlack
 	if m.virtual {
 		time.Sleep(bound)
 		synctest.Wait()

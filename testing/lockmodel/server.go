@@ -7,20 +7,21 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/faultproxy"
 	"github.com/redis/go-redis/v9"
 )
 
-// ServerStore is a Store on real servers: every Client gets a Backend of
+// ServerStore is a Store on real servers: every Client gets a store of
 // its own, and the plain locks are read with Inspector. Each check uses a
 // namespace of its own (NewServerStore), so one server serves them all.
 type ServerStore struct {
-	// NewBackend makes the Backend of one Client.
-	NewBackend func() fencelock.Backend
+	// NewBackend makes the store of one Client.
+	NewBackend func() driver.Store
 	// Inspector reads the plain locks (nil: View reports nothing). The
 	// semaphore's and read-write lock's holds are not read.
-	Inspector fencelock.LockInspector
+	Inspector driver.Inspector
 	// OnClose, if set, runs when the check ends.
 	OnClose func()
 	// HoldsView, if set, reads the semaphore's and read-write lock's
@@ -38,8 +39,8 @@ func NewServerStore(s ServerStore) *ServerStore {
 	return &s
 }
 
-func (s *ServerStore) Backend() fencelock.Backend { return s.NewBackend() }
-func (s *ServerStore) Namespace() string          { return s.ns }
+func (s *ServerStore) Backend() driver.Store { return s.NewBackend() }
+func (s *ServerStore) Namespace() string     { return s.ns }
 
 func (s *ServerStore) Close() {
 	if s.OnClose != nil {
@@ -91,7 +92,7 @@ func Redis(t TB, addr string) Target {
 					rdb.Close()
 				},
 			})
-			s.NewBackend = func() fencelock.Backend { return newProxiedRedis(t, addr) }
+			s.NewBackend = func() driver.Store { return newProxiedRedis(t, addr) }
 			s.HoldsView = func(fam Family, key string) (View, bool) { return redisHolds(rdb, s.ns, fam, key) }
 			return s
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
 )
 
@@ -29,39 +28,36 @@ func unsupportedKind(k driver.Kind) error {
 	return fmt.Errorf("%w: memorybackend keeps no %v holds", driver.ErrUnsupported, k)
 }
 
-// Watch implements driver.Notifier with WatchTurn (a waiter's Token),
-// WatchChanges, WatchReleases, WatchPermits and WatchRW.
+// Watch implements driver.Notifier: the turn of a waiter in line (a Token),
+// the releases (and with Changes the acquisitions) of a lock, and the
+// releases of a semaphore's permits or a read-write lock's holds.
 func (b *Backend) Watch(ctx context.Context, req driver.WatchRequest) (*driver.Watch, error) {
 	switch req.Kind {
 	case driver.KindLock:
 		if req.Token != "" {
-			return b.WatchTurn(ctx, req.Namespace, req.Key, req.Token)
+			return b.watchTurn(ctx, req.Namespace, req.Key, req.Token)
 		}
 		return b.watch(ctx, req.Namespace, req.Key, req.Changes)
 	case driver.KindSemaphore:
-		return b.WatchPermits(ctx, req.Namespace, req.Key)
+		return b.watchPermits(ctx, req.Namespace, req.Key)
 	case driver.KindRead, driver.KindWrite:
-		return b.WatchRW(ctx, req.Namespace, req.Key)
+		return b.watchRW(ctx, req.Namespace, req.Key)
 	}
 	return nil, unsupportedKind(req.Kind)
 }
 
-// AcquireInLine implements driver.Lines: AcquireFairGrant when the waiter
-// joins the line and accepts grants, AcquireFair otherwise.
+// AcquireInLine implements driver.Lines.
 func (b *Backend) AcquireInLine(ctx context.Context, req driver.Request, t driver.Turn) (driver.Result, error) {
 	if req.Kind != driver.KindLock {
 		return driver.Result{}, unsupportedKind(req.Kind)
 	}
-	if t.Place > 0 && t.Grant > 0 {
-		return b.AcquireFairGrant(ctx, req, t.Place, t.Grant, t.Seq)
-	}
-	return b.AcquireFair(ctx, req, t.Place)
+	return b.acquireInLine(ctx, req, t.Place, t.Grant, t.Seq)
 }
 
-// HandOff implements driver.Lines with ReleaseHandOff.
+// HandOff implements driver.Lines (see releaseHandOff).
 func (b *Backend) HandOff(ctx context.Context, rel driver.ReleaseRequest, next driver.Request) (driver.ReleaseResult, driver.Result, error) {
 	if rel.Kind != driver.KindLock || next.Kind != driver.KindLock {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, fmt.Errorf("%w: hand-offs are of the plain lock", driver.ErrUnsupported)
+		return driver.ReleaseResult{}, driver.Result{}, fmt.Errorf("%w: hand-offs are of the plain lock", driver.ErrUnsupported)
 	}
-	return b.ReleaseHandOff(ctx, rel, next)
+	return b.releaseHandOff(ctx, rel, next)
 }

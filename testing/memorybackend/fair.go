@@ -5,17 +5,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
-var _ fencelock.FairGranter = (*Backend)(nil)
-
-// fairState is the Backend's lines of fair waiters (fencelock.FairBackend)
+// fairState is the Backend's lines of fair waiters (driver.Lines)
 // and the watches of their turns. Guarded by Backend.mu.
 type fairState struct {
 	lines  map[lockID][]place
 	turns  map[lockID]map[chan struct{}]string // watch channel → waiter token
-	grants map[chan struct{}]fencelock.Grant   // announced to a watch, not yet taken
+	grants map[chan struct{}]driver.Grant      // announced to a watch, not yet taken
 }
 
 // place is one waiter's place in a line, with its lease.
@@ -26,10 +24,10 @@ type place struct {
 }
 
 // grantTerms are what a release needs to take the lock for a waiter
-// (fencelock.FairGranter): its latest attempt's request, with the grant's
+// (driver.Turn.Grant): its latest attempt's request, with the grant's
 // lease as TTL, and that attempt's number.
 type grantTerms struct {
-	req fencelock.AcquireRequest
+	req driver.Request
 	seq int64
 }
 
@@ -90,53 +88,47 @@ func (f *fairState) wakeTurn(id lockID, token string) {
 	}
 }
 
-// AcquireFair implements fencelock.FairBackend. It is subject to the faults
-// and pauses of Acquire, and counted as an Acquire.
-func (b *Backend) AcquireFair(ctx context.Context, req fencelock.AcquireRequest, placeLease time.Duration) (fencelock.AcquireResult, error) {
-	return b.acquireFair(ctx, req, placeLease, 0, 0)
-}
-
-// AcquireFairGrant implements fencelock.FairGranter, unless the Backend was
-// made WithoutGrants. It is subject to the faults and pauses of Acquire,
-// and counted as an Acquire.
-func (b *Backend) AcquireFairGrant(ctx context.Context, req fencelock.AcquireRequest, placeLease, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+// acquireInLine is AcquireInLine of a KindLock, with grants unless
+// DisableGrants was called. It is subject to the faults and pauses of
+// Acquire, and counted as an Acquire.
+func (b *Backend) acquireInLine(ctx context.Context, req driver.Request, placeLease, grant time.Duration, seq int64) (driver.Result, error) {
 	if b.noGrants || placeLease <= 0 {
 		grant = 0
 	}
 	if grant != 0 {
 		if err := checkTTL(grant); err != nil {
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 		if grant > req.TTL || seq <= 0 {
-			return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "grant", Value: grant, Reason: "must be at most the ttl, with a positive attempt number"}
+			return driver.Result{}, &driver.InvalidArgumentError{Name: "grant", Value: grant, Reason: "must be at most the ttl, with a positive attempt number"}
 		}
 	}
 	return b.acquireFair(ctx, req, placeLease, grant, seq)
 }
 
-func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest, placeLease, grant time.Duration, seq int64) (fencelock.AcquireResult, error) {
+func (b *Backend) acquireFair(ctx context.Context, req driver.Request, placeLease, grant time.Duration, seq int64) (driver.Result, error) {
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Owner == "" {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	if err := checkTTL(req.TTL); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if placeLease != 0 {
 		if err := checkTTL(placeLease); err != nil {
-			return fencelock.AcquireResult{}, err
+			return driver.Result{}, err
 		}
 	}
-	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
+	return do(b, ctx, Acquire, func(now time.Time) (driver.Result, error) {
 		id := idOf(req.Ref)
 		l := b.lockFor(id)
 		l.prune(now)
 		f := &b.fair
 		if _, ok := l.tombstones[req.Token]; ok {
 			f.leave(id, req.Token)
-			return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}, nil
+			return driver.Result{HolderTTL: l.holderTTL(now)}, nil
 		}
 		held := len(l.holds) > 0
 		if held && l.owner == req.Owner {
@@ -166,19 +158,19 @@ func (b *Backend) acquireFair(ctx context.Context, req fencelock.AcquireRequest,
 		}
 		if held {
 			l.waited = true
-			return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}, nil
+			return driver.Result{HolderTTL: l.holderTTL(now)}, nil
 		}
 		// Free, and another waiter's turn: remind it.
 		f.wakeTurn(id, head)
-		return fencelock.AcquireResult{HolderTTL: max(headEnd.Sub(now), time.Millisecond)}, nil
+		return driver.Result{HolderTTL: max(headEnd.Sub(now), time.Millisecond)}, nil
 	})
 }
 
-// WatchTurn implements fencelock.FairBackend, like WatchReleases: the
+// watchTurn is Watch of a waiter in line (a Token), like watch: the
 // channel gets a value when a release frees the lock with token first in
 // line, or when the line is empty (every watcher of the lock is then
 // woken).
-func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (*fencelock.Watch, error) {
+func (b *Backend) watchTurn(ctx context.Context, namespace, key, token string) (*driver.Watch, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -200,7 +192,7 @@ func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (
 		f.turns[id] = map[chan struct{}]string{}
 	}
 	f.turns[id][c] = token
-	return fencelock.NewGrantWatch(c, func() {
+	return driver.NewGrantWatch(c, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		delete(f.turns[id], c)
@@ -208,7 +200,7 @@ func (b *Backend) WatchTurn(ctx context.Context, namespace, key, token string) (
 		if len(f.turns[id]) == 0 {
 			delete(f.turns, id)
 		}
-	}, func() (fencelock.Grant, bool) {
+	}, func() (driver.Grant, bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		g, ok := f.grants[c]
@@ -240,9 +232,9 @@ func (b *Backend) afterRelease(id lockID, now time.Time, token string, held, fre
 			for c, t := range f.turns[id] {
 				if t == head {
 					if f.grants == nil {
-						f.grants = map[chan struct{}]fencelock.Grant{}
+						f.grants = map[chan struct{}]driver.Grant{}
 					}
-					f.grants[c] = fencelock.Grant{Fence: res.Fence, Seq: p.grant.seq}
+					f.grants[c] = driver.Grant{Fence: res.Fence, Seq: p.grant.seq}
 				}
 			}
 		}
@@ -261,7 +253,7 @@ func (b *Backend) afterRelease(id lockID, now time.Time, token string, held, fre
 }
 
 // DisableGrants makes the Backend's releases wake fair waiters instead of
-// handing them the lock (AcquireFairGrant then acts as AcquireFair).
+// handing them the lock (AcquireInLine then ignores Turn.Grant).
 func (b *Backend) DisableGrants() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

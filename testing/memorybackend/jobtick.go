@@ -2,61 +2,63 @@ package memorybackend
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
-var _ fencelock.JobTickBackend = (*Backend)(nil)
-
 // tickRecord is a lock's record of the last job tick claimed
-// (fencelock.JobTickBackend). It lives apart from the lock's holds: a
+// (driver.Ticker). It lives apart from the lock's holds: a
 // release or Delete does not touch it.
 type tickRecord struct {
 	tick, token string
 	end         time.Time // the record lapses here; zero: no record
 }
 
-// AcquireTick implements fencelock.JobTickBackend. It counts as an Acquire
+// AcquireTick implements driver.Ticker. It counts as an Acquire
 // call, and Acquire's faults hit it.
-func (b *Backend) AcquireTick(ctx context.Context, req fencelock.TickRequest) (fencelock.TickResult, error) {
+func (b *Backend) AcquireTick(ctx context.Context, req driver.TickRequest) (driver.TickResult, error) {
+	if req.Kind != driver.KindLock {
+		return driver.TickResult{}, fmt.Errorf("%w: job ticks are recorded with plain locks only", driver.ErrUnsupported)
+	}
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.TickResult{}, err
+		return driver.TickResult{}, err
 	}
 	if req.Owner == "" {
-		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+		return driver.TickResult{}, &driver.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	if err := checkTTL(req.TTL); err != nil {
-		return fencelock.TickResult{}, err
+		return driver.TickResult{}, err
 	}
 	if req.Tick == "" || strings.IndexByte(req.Tick, 0) >= 0 {
-		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "tick", Value: req.Tick, Reason: "must be non-empty, without a NUL byte"}
+		return driver.TickResult{}, &driver.InvalidArgumentError{Name: "tick", Value: req.Tick, Reason: "must be non-empty, without a NUL byte"}
 	}
 	if req.RecordLife <= 0 {
-		return fencelock.TickResult{}, &fencelock.InvalidArgumentError{Name: "record life", Value: req.RecordLife, Reason: "must be positive"}
+		return driver.TickResult{}, &driver.InvalidArgumentError{Name: "record life", Value: req.RecordLife, Reason: "must be positive"}
 	}
-	return do(b, ctx, Acquire, func(now time.Time) (fencelock.TickResult, error) {
+	return do(b, ctx, Acquire, func(now time.Time) (driver.TickResult, error) {
 		id := idOf(req.Ref)
 		l := b.lockFor(id)
 		l.prune(now)
 		if _, ok := l.tombstones[req.Token]; ok {
-			return fencelock.TickResult{Result: fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}}, nil
+			return driver.TickResult{Result: driver.Result{HolderTTL: l.holderTTL(now)}}, nil
 		}
 		if r := l.record; !r.end.IsZero() && r.tick >= req.Tick && (r.tick != req.Tick || r.token != req.Token) {
-			return fencelock.TickResult{Claimed: true, LastTick: r.tick, LastToken: r.token}, nil
+			return driver.TickResult{Claimed: true, LastTick: r.tick, LastToken: r.token}, nil
 		}
 		res := l.acquire(now, req.Request)
 		if res.Acquired {
 			l.record = tickRecord{tick: req.Tick, token: req.Token, end: now.Add(req.RecordLife)}
 		}
 		b.acquiredLocked(id, req.Request, res)
-		return fencelock.TickResult{Result: res}, nil
+		return driver.TickResult{Result: res}, nil
 	})
 }
 
 // TickRecord returns the record of the last job tick claimed for the lock
-// named by namespace and key (fencelock.JobTickBackend): its tick, the
+// named by namespace and key (driver.Ticker): its tick, the
 // token that claimed it, and its remaining life; all zero when there is
 // none, or it lapsed. It is not a call: it is not counted, and faults and
 // Pause do not affect it.

@@ -5,13 +5,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // lockID names a lock: the same Key in two namespaces is two locks.
 type lockID struct{ namespace, key string }
 
-func idOf(ref fencelock.LockRef) lockID { return lockID{ref.Namespace, ref.Key} }
+func idOf(ref driver.Ref) lockID { return lockID{ref.Namespace, ref.Key} }
 
 // lock is the stored state of one lock. It is never deleted, so that its
 // fence counter is never reset. Every access prunes it first: a hold or a
@@ -24,7 +24,7 @@ type lock struct {
 	holds      []hold // live holds, in the order they were taken
 	tombstones map[string]time.Time
 	// waited is set when an acquire was refused while the lock was held:
-	// then a release must not hand it over (ReleaseHandOff).
+	// then a release must not hand it over (HandOff).
 	waited bool
 	// record is the last job tick claimed (jobtick.go).
 	record tickRecord
@@ -69,10 +69,10 @@ func (l *lock) holderTTL(now time.Time) time.Duration {
 	return max(last.Sub(now), time.Millisecond)
 }
 
-func (l *lock) acquire(now time.Time, req fencelock.AcquireRequest) fencelock.AcquireResult {
+func (l *lock) acquire(now time.Time, req driver.Request) driver.Result {
 	l.prune(now)
 	if _, ok := l.tombstones[req.Token]; ok {
-		return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}
+		return driver.Result{HolderTTL: l.holderTTL(now)}
 	}
 	end := now.Add(req.TTL)
 	switch {
@@ -88,14 +88,14 @@ func (l *lock) acquire(now time.Time, req fencelock.AcquireRequest) fencelock.Ac
 		}
 	default:
 		l.waited = true
-		return fencelock.AcquireResult{HolderTTL: l.holderTTL(now)}
+		return driver.Result{HolderTTL: l.holderTTL(now)}
 	}
-	return fencelock.AcquireResult{Acquired: true, Fence: l.fence, Holds: len(l.holds)}
+	return driver.Result{Acquired: true, Fence: l.fence, Holds: len(l.holds)}
 }
 
 // release drops token's hold, leaving a tombstone when asked. freed reports
 // that the release freed the lock.
-func (l *lock) release(now time.Time, req fencelock.ReleaseRequest) (res fencelock.ReleaseResult, freed bool) {
+func (l *lock) release(now time.Time, req driver.ReleaseRequest) (res driver.ReleaseResult, freed bool) {
 	l.prune(now)
 	if req.Tombstone > 0 {
 		end := now.Add(req.Tombstone)
@@ -108,18 +108,18 @@ func (l *lock) release(now time.Time, req fencelock.ReleaseRequest) (res fencelo
 	}
 	i := l.find(req.Token)
 	if i < 0 {
-		return fencelock.ReleaseResult{}, false
+		return driver.ReleaseResult{}, false
 	}
 	l.holds = slices.Delete(l.holds, i, i+1)
 	if len(l.holds) == 0 {
 		l.owner, l.fence, l.identity, l.waited = "", 0, "", false
-		return fencelock.ReleaseResult{Held: true}, true
+		return driver.ReleaseResult{Held: true}, true
 	}
-	return fencelock.ReleaseResult{Held: true, Remaining: len(l.holds)}, false
+	return driver.ReleaseResult{Held: true, Remaining: len(l.holds)}, false
 }
 
 // renew sets token's lease to TTL from now, if the hold is live.
-func (l *lock) renew(now time.Time, req fencelock.RenewRequest) bool {
+func (l *lock) renew(now time.Time, req driver.RenewRequest) bool {
 	l.prune(now)
 	i := l.find(req.Token)
 	if i < 0 {
@@ -131,7 +131,7 @@ func (l *lock) renew(now time.Time, req fencelock.RenewRequest) bool {
 
 // LockState is a snapshot of one lock, for assertions: see Backend.State.
 type LockState struct {
-	// Owner is the holder's AcquireRequest.Owner; "" when the lock is free.
+	// Owner is the holder's Request.Owner; "" when the lock is free.
 	Owner string
 	// Fence is the holder's fencing token; 0 when the lock is free.
 	Fence int64
@@ -207,7 +207,7 @@ func (b *Backend) Delete(namespace, key string) bool {
 // ForgetFences sets the lock's fence counter back to last, as a store that
 // lost its latest writes would have it: a replica promoted before the last
 // acquisitions reached it, or a restart without persistence. Tests use it
-// to check that fences still never go back (AcquireRequest.FenceFloor).
+// to check that fences still never go back (Request.FenceFloor).
 func (b *Backend) ForgetFences(namespace, key string, last int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,12 +1,11 @@
-// Package memorybackend is an in-memory driver.Store (and fencelock.Backend)
+// Package memorybackend is an in-memory driver.Store
 // for tests: of the Client's timing and failure handling, under
 // testing/synctest, and of anything else that needs a lock store without a
 // server. It keeps every kind of hold and has every capability.
 //
-// It keeps the Backend contract of the fencelock package (per-hold leases,
-// release tombstones, fences that strictly increase, one attempt per call)
-// and checks it with fencelocktest.Run and drivertest.Run, like the Redis
-// backend. Time is time.Now and Go timers only, so inside a synctest bubble
+// It keeps the contract of package driver (per-hold leases, release
+// tombstones, fences that strictly increase, one attempt per call) and
+// checks it with drivertest.Run, like the Redis backend. Time is time.Now and Go timers only, so inside a synctest bubble
 // leases, delays and context deadlines all run on the bubble's fake clock:
 // a test advances time by sleeping, and nothing in the backend waits for
 // real time.
@@ -50,12 +49,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
 )
 
 // Errors a call can return besides the context's error and argument errors.
-// None of them matches fencelock.ErrInvalidArgument, so the Client treats
+// None of them matches driver.ErrInvalidArgument, so the Client treats
 // them as the store being unavailable.
 var (
 	// ErrRefused is returned by a call that a Fault with Refuse failed: the
@@ -76,8 +74,9 @@ var (
 // set such as Acquire|Renew.
 type Op uint8
 
-// The operations of a fencelock.Backend. A Renew batch is one call.
-// WatchReleases is not an Op: it is never delayed, refused or counted.
+// The operations of a driver.Store, of any kind of hold (AcquireInLine and
+// AcquireTick are Acquire, HandOff is Release). A Renew batch is one call.
+// Watch is not an Op: it is never delayed, refused or counted.
 const (
 	Acquire Op = 1 << iota
 	Release
@@ -123,21 +122,21 @@ func opIndex(o Op) int {
 	}
 }
 
-// Backend is an in-memory fencelock.Backend and fencelock.ReleaseNotifier
-// with fault injection. Make it with New; it is safe for concurrent use.
+// Backend is an in-memory driver.Store, with every capability and with
+// fault injection. Make it with New; it is safe for concurrent use.
 // The zero value is not usable.
 type Backend struct {
 	mu    sync.Mutex
 	locks map[lockID]*lock
 	// watchers maps a lock's wake-up channels to whether each is a change
-	// watcher (WatchChanges).
+	// watcher (a WatchRequest with Changes).
 	watchers         map[lockID]map[chan struct{}]bool
 	fair             fairState     // lines of fair waiters (fair.go)
 	granted          int           // releases that handed the lock to a fair waiter
 	noGrants         bool          // DisableGrants
 	loseGrantNotices bool          // LoseGrantNotices
 	noHandOff        bool          // DisableHandOff
-	handedOff        int           // releases that handed the lock over (ReleaseHandOff)
+	handedOff        int           // releases that handed the lock over (HandOff)
 	holds            holdState     // semaphores and read-write locks (semaphore.go)
 	faults           []*faultEntry // in injection order; the newest match applies
 	paused           int           // Pause calls not yet resumed
@@ -159,11 +158,6 @@ func New() *Backend {
 	}
 }
 
-var (
-	_ fencelock.Backend         = (*Backend)(nil)
-	_ fencelock.ReleaseNotifier = (*Backend)(nil)
-)
-
 // Close makes later calls fail with ErrClosed, and calls still waiting
 // (paused, or in a delay) return ErrClosed at once. It then waits for every
 // goroutine the backend started: requests still in flight (RequestDelay)
@@ -182,29 +176,27 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Acquire implements driver.Store (and fencelock.Backend, for a plain
-// lock): a semaphore's permit or a read-write lock's hold as AcquirePermit
-// and AcquireRW take them.
-func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fencelock.AcquireResult, error) {
+// Acquire implements driver.Store, for every kind of hold.
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	switch req.Kind {
 	case driver.KindLock:
 	case driver.KindSemaphore:
-		return b.AcquirePermit(ctx, fencelock.PermitRequest{Request: req, Permits: req.Permits})
+		return b.acquirePermit(ctx, req)
 	case driver.KindRead, driver.KindWrite:
-		return b.AcquireRW(ctx, fencelock.RWRequest{Request: req, Write: req.Kind == driver.KindWrite, Place: req.Place})
+		return b.acquireRW(ctx, req)
 	default:
-		return fencelock.AcquireResult{}, unsupportedKind(req.Kind)
+		return driver.Result{}, unsupportedKind(req.Kind)
 	}
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
 	if req.Owner == "" {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "owner", Value: req.Owner, Reason: "must not be empty"}
 	}
 	if err := checkTTL(req.TTL); err != nil {
-		return fencelock.AcquireResult{}, err
+		return driver.Result{}, err
 	}
-	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
+	return do(b, ctx, Acquire, func(now time.Time) (driver.Result, error) {
 		id := idOf(req.Ref)
 		res := b.lockFor(id).acquire(now, req)
 		b.acquiredLocked(id, req, res)
@@ -214,29 +206,29 @@ func (b *Backend) Acquire(ctx context.Context, req fencelock.AcquireRequest) (fe
 
 // acquiredLocked wakes the change watchers of id when req, with Notify,
 // took the lock (res: not a re-entry). b.mu must be held.
-func (b *Backend) acquiredLocked(id lockID, req fencelock.AcquireRequest, res fencelock.AcquireResult) {
+func (b *Backend) acquiredLocked(id lockID, req driver.Request, res driver.Result) {
 	if req.Notify && res.Acquired && res.Holds == 1 {
 		b.notifyWatchersLocked(id, true)
 	}
 }
 
-// Release implements fencelock.Backend. A Tombstone > 0 is recorded for the
+// Release implements driver.Store. A Tombstone > 0 is recorded for the
 // token whether or not the lock held it; a later Release with a tombstone
 // never shortens an earlier one. Watchers are notified when the release
 // frees the lock: the first fair waiter in line only, if there is one
 // (fair.go). A token that held nothing leaves the line of fair waiters.
-func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	switch req.Kind {
 	case driver.KindLock:
 	case driver.KindSemaphore, driver.KindRead, driver.KindWrite:
 		return b.releaseHold(ctx, req.Kind != driver.KindSemaphore, req)
 	default:
-		return fencelock.ReleaseResult{}, unsupportedKind(req.Kind)
+		return driver.ReleaseResult{}, unsupportedKind(req.Kind)
 	}
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
-	return do(b, ctx, Release, func(now time.Time) (fencelock.ReleaseResult, error) {
+	return do(b, ctx, Release, func(now time.Time) (driver.ReleaseResult, error) {
 		id := idOf(req.Ref)
 		res, freed := b.lockFor(id).release(now, req)
 		b.afterRelease(id, now, req.Token, res.Held, freed)
@@ -244,37 +236,35 @@ func (b *Backend) Release(ctx context.Context, req fencelock.ReleaseRequest) (fe
 	})
 }
 
-var _ fencelock.HandOffBackend = (*Backend)(nil)
-
-// ReleaseHandOff implements fencelock.HandOffBackend: Release, and Acquire
+// releaseHandOff is HandOff of a KindLock: Release, and Acquire
 // of next in the same step when the release freed the lock, no acquire was
 // refused while it was held, and no fair waiter is in line. The call counts
 // as a Release; DisableHandOff makes it release only.
-func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseRequest, next fencelock.AcquireRequest) (fencelock.ReleaseResult, fencelock.AcquireResult, error) {
+func (b *Backend) releaseHandOff(ctx context.Context, req driver.ReleaseRequest, next driver.Request) (driver.ReleaseResult, driver.Result, error) {
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+		return driver.ReleaseResult{}, driver.Result{}, err
 	}
 	if err := checkRef(next.Ref); err != nil {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+		return driver.ReleaseResult{}, driver.Result{}, err
 	}
 	if next.Namespace != req.Namespace || next.Key != req.Key || next.Owner != next.Token {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{
+		return driver.ReleaseResult{}, driver.Result{}, &driver.InvalidArgumentError{
 			Name: "next", Value: next.Namespace + "/" + next.Key + " owner " + next.Owner,
 			Reason: "must name the released lock, with Owner equal to Token"}
 	}
 	if err := checkTTL(next.TTL); err != nil {
-		return fencelock.ReleaseResult{}, fencelock.AcquireResult{}, err
+		return driver.ReleaseResult{}, driver.Result{}, err
 	}
 	type both struct {
-		rel fencelock.ReleaseResult
-		acq fencelock.AcquireResult
+		rel driver.ReleaseResult
+		acq driver.Result
 	}
 	r, err := do(b, ctx, Release, func(now time.Time) (both, error) {
 		id := idOf(req.Ref)
 		l := b.lockFor(id)
 		waited := l.waited
 		rel, freed := l.release(now, req)
-		var acq fencelock.AcquireResult
+		var acq driver.Result
 		if head, _ := b.fair.head(id, now); freed && !waited && head == "" && !b.noHandOff {
 			acq = l.acquire(now, next)
 			if acq.Acquired {
@@ -291,7 +281,7 @@ func (b *Backend) ReleaseHandOff(ctx context.Context, req fencelock.ReleaseReque
 	return r.rel, r.acq, err
 }
 
-// DisableHandOff makes ReleaseHandOff release only, as a backend without
+// DisableHandOff makes HandOff release only, as a backend without
 // hand-offs would.
 func (b *Backend) DisableHandOff() {
 	b.mu.Lock()
@@ -300,19 +290,19 @@ func (b *Backend) DisableHandOff() {
 }
 
 // HandOffs returns how many releases handed the lock to the next request
-// (ReleaseHandOff).
+// (HandOff).
 func (b *Backend) HandOffs() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.handedOff
 }
 
-// Renew implements driver.Store (and fencelock.Backend): the batch, which
+// Renew implements driver.Store: the batch, which
 // may mix kinds of hold, is one call, applied in one step. Every request is checked before anything is sent: an invalid one
 // fails the whole batch with an InvalidArgumentError. RenewResult.Err is
 // never set (the store has no per-lock failures). An empty batch makes no
 // call.
-func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
+func (b *Backend) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
 	for _, r := range reqs {
 		if r.Kind > driver.KindWrite {
 			return nil, unsupportedKind(r.Kind)
@@ -328,11 +318,11 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		return []fencelock.RenewResult{}, nil
+		return []driver.RenewResult{}, nil
 	}
 	reqs = slices.Clone(reqs) // applied later, maybe after the call returned
-	return do(b, ctx, Renew, func(now time.Time) ([]fencelock.RenewResult, error) {
-		results := make([]fencelock.RenewResult, len(reqs))
+	return do(b, ctx, Renew, func(now time.Time) ([]driver.RenewResult, error) {
+		results := make([]driver.RenewResult, len(reqs))
 		for i, r := range reqs {
 			if r.Kind != driver.KindLock {
 				if s := b.holds.sets[holdIDOf(r.Kind != driver.KindSemaphore, r.Ref)]; s != nil {
@@ -346,9 +336,9 @@ func (b *Backend) Renew(ctx context.Context, reqs []fencelock.RenewRequest) ([]f
 	})
 }
 
-// TTL implements fencelock.Backend: the remaining lease of the hold itself
-// (not of the lock), or an error matching fencelock.ErrNotHeld.
-func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
+// TTL implements driver.Store: the remaining lease of the hold itself
+// (not of the lock), or an error matching driver.ErrNotHeld.
+func (b *Backend) TTL(ctx context.Context, ref driver.Ref) (time.Duration, error) {
 	switch ref.Kind {
 	case driver.KindLock:
 	case driver.KindSemaphore, driver.KindRead, driver.KindWrite:
@@ -367,33 +357,21 @@ func (b *Backend) TTL(ctx context.Context, ref fencelock.LockRef) (time.Duration
 			}
 		}
 		return 0, fmt.Errorf("memorybackend: TTL of lock %q in namespace %q, token %q: %w",
-			ref.Key, ref.Namespace, ref.Token, fencelock.ErrNotHeld)
+			ref.Key, ref.Namespace, ref.Token, driver.ErrNotHeld)
 	})
 }
 
-// WatchReleases implements fencelock.ReleaseNotifier. The watch is ready at
-// once. Its channel (buffered, one pending value) gets a value when a
-// Release frees the lock, at the moment the release is applied. Like the
+// watch registers a release watcher of the lock, or a change watcher
+// (changes). The watch is ready at once. Its channel (buffered, one pending
+// value) gets a value when a Release frees the lock, at the moment the
+// release is applied, and, for a change watcher, when an acquisition with
+// Notify takes the lock (an Acquire, an AcquireInLine, or a release that
+// grants the lock to a fair waiter whose request has Notify). Like the
 // Redis backend, it does not notify when the lock becomes free because its
 // leases ended, or because of Delete: waiters find those with their
-// fallback timers. WatchReleases is not subject to faults or Pause. It
-// fails with ErrClosed after Close.
-func (b *Backend) WatchReleases(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
-	return b.watch(ctx, namespace, key, false)
-}
-
-var _ fencelock.ChangeNotifier = (*Backend)(nil)
-
-// WatchChanges implements fencelock.ChangeNotifier: WatchReleases whose
-// channel also gets a value when an acquisition with Notify takes the lock:
-// an Acquire, an AcquireFair, or a release that grants the lock to a fair
-// waiter whose request has Notify.
-func (b *Backend) WatchChanges(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
-	return b.watch(ctx, namespace, key, true)
-}
-
-// watch registers a release watcher of the lock, or a change watcher.
-func (b *Backend) watch(ctx context.Context, namespace, key string, changes bool) (*fencelock.Watch, error) {
+// fallback timers. Watches are not subject to faults or Pause. It fails
+// with ErrClosed after Close.
+func (b *Backend) watch(ctx context.Context, namespace, key string, changes bool) (*driver.Watch, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -411,7 +389,7 @@ func (b *Backend) watch(ctx context.Context, namespace, key string, changes bool
 		b.watchers[id] = map[chan struct{}]bool{}
 	}
 	b.watchers[id][c] = changes
-	return fencelock.NewWatch(c, func() {
+	return driver.NewWatch(c, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		delete(b.watchers[id], c)
@@ -452,26 +430,26 @@ func (b *Backend) lockFor(id lockID) *lock {
 
 // checkRef validates the names a real store would refuse or that can only
 // be a caller's bug: an empty key or token.
-func checkRef(ref fencelock.LockRef) error {
+func checkRef(ref driver.Ref) error {
 	if err := checkKey(ref.Key); err != nil {
 		return err
 	}
 	if ref.Token == "" {
-		return &fencelock.InvalidArgumentError{Name: "token", Value: ref.Token, Reason: "must not be empty"}
+		return &driver.InvalidArgumentError{Name: "token", Value: ref.Token, Reason: "must not be empty"}
 	}
 	return nil
 }
 
 func checkKey(key string) error {
 	if key == "" {
-		return &fencelock.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
+		return &driver.InvalidArgumentError{Name: "key", Value: key, Reason: "must not be empty"}
 	}
 	return nil
 }
 
 func checkTTL(ttl time.Duration) error {
 	if ttl <= 0 {
-		return &fencelock.InvalidArgumentError{Name: "ttl", Value: ttl, Reason: "must be positive"}
+		return &driver.InvalidArgumentError{Name: "ttl", Value: ttl, Reason: "must be positive"}
 	}
 	return nil
 }

@@ -8,32 +8,23 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/memorybackend"
 )
 
-// The memory backend keeps the Backend contract, in real time.
-func TestConformance(t *testing.T) {
-	fencelocktest.Run(t, func(t *testing.T) fencelock.Backend {
-		b := memorybackend.New()
-		t.Cleanup(func() { b.Close() })
-		return b
-	})
+func ref(key, token string) driver.Ref {
+	return driver.Ref{Namespace: "ns", Key: key, Token: token}
 }
 
-func ref(key, token string) fencelock.LockRef {
-	return fencelock.LockRef{Namespace: "ns", Key: key, Token: token}
-}
-
-func acquireReq(token, owner string, ttl time.Duration) fencelock.AcquireRequest {
+func acquireReq(token, owner string, ttl time.Duration) driver.Request {
 	if owner == "" {
 		owner = token
 	}
-	return fencelock.AcquireRequest{Ref: ref("k", token), Owner: owner, TTL: ttl}
+	return driver.Request{Ref: ref("k", token), Owner: owner, TTL: ttl}
 }
 
 // mustAcquire makes one acquire attempt that must not fail.
-func mustAcquire(t *testing.T, b *memorybackend.Backend, token, owner string, ttl time.Duration) fencelock.AcquireResult {
+func mustAcquire(t *testing.T, b *memorybackend.Backend, token, owner string, ttl time.Duration) driver.Result {
 	t.Helper()
 	res, err := b.Acquire(t.Context(), acquireReq(token, owner, ttl))
 	if err != nil {
@@ -52,12 +43,12 @@ func newBackend(t *testing.T) *memorybackend.Backend {
 
 // outcome is the result of a call made in another goroutine.
 type outcome struct {
-	res fencelock.AcquireResult
+	res driver.Result
 	err error
 }
 
 // goAcquire makes an acquire attempt in a new goroutine.
-func goAcquire(ctx context.Context, b *memorybackend.Backend, req fencelock.AcquireRequest) <-chan outcome {
+func goAcquire(ctx context.Context, b *memorybackend.Backend, req driver.Request) <-chan outcome {
 	c := make(chan outcome, 1)
 	go func() {
 		res, err := b.Acquire(ctx, req)
@@ -120,7 +111,7 @@ func TestTombstoneRefusesLateAcquire(t *testing.T) {
 			t.Fatalf("delayed acquire: %v, want DeadlineExceeded", err)
 		}
 		// The caller gives up and asks for a tombstone: nothing to release.
-		rel, err := b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "late"), Tombstone: 5 * time.Second})
+		rel, err := b.Release(t.Context(), driver.ReleaseRequest{Ref: ref("k", "late"), Tombstone: 5 * time.Second})
 		if err != nil || rel.Held {
 			t.Fatalf("release of the in-flight token: %+v %v, want not held", rel, err)
 		}
@@ -138,7 +129,7 @@ func TestTombstoneRefusesLateAcquire(t *testing.T) {
 		if res := mustAcquire(t, b, "other", "", time.Second); !res.Acquired || res.Fence != 1 {
 			t.Fatalf("acquire by another token: %+v, want acquired with fence 1", res)
 		}
-		b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "other")})
+		b.Release(t.Context(), driver.ReleaseRequest{Ref: ref("k", "other")})
 
 		// Until the tombstone ends, the token is refused; then it is not.
 		time.Sleep(4*time.Second - time.Nanosecond)
@@ -187,7 +178,7 @@ func TestReplyDelay(t *testing.T) {
 			t.Fatalf("state: %+v, want a holding since 1s ago", st)
 		}
 		start := time.Now()
-		rel, err := b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")})
+		rel, err := b.Release(t.Context(), driver.ReleaseRequest{Ref: ref("k", "a")})
 		if err != nil || !rel.Held || time.Since(start) != 3*time.Second {
 			t.Fatalf("release with a slow reply: %+v %v after %v, want held after 3s", rel, err, time.Since(start))
 		}
@@ -222,7 +213,7 @@ func TestRefuse(t *testing.T) {
 		// request never lands.
 		b.Inject(memorybackend.Fault{Ops: memorybackend.Renew, Refuse: true, RequestDelay: 5 * time.Second, Times: 1})
 		start := time.Now()
-		_, err := b.Renew(t.Context(), []fencelock.RenewRequest{{Ref: ref("k", "a"), TTL: time.Minute}})
+		_, err := b.Renew(t.Context(), []driver.RenewRequest{{Ref: ref("k", "a"), TTL: time.Minute}})
 		if !errors.Is(err, memorybackend.ErrRefused) || time.Since(start) != 5*time.Second {
 			t.Fatalf("renewal into a partition: %v after %v, want ErrRefused after 5s", err, time.Since(start))
 		}
@@ -245,12 +236,12 @@ func TestLoseReply(t *testing.T) {
 		if st := b.State("ns", "k"); st.Owner != "a" {
 			t.Fatalf("state after a lost acquire reply: %+v, want held by a", st)
 		}
-		w, err := b.WatchReleases(t.Context(), "ns", "k")
+		w, err := b.Watch(t.Context(), driver.WatchRequest{Ref: driver.Ref{Namespace: "ns", Key: "k"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer w.Stop()
-		if _, err := b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")}); !errors.Is(err, memorybackend.ErrReplyLost) {
+		if _, err := b.Release(t.Context(), driver.ReleaseRequest{Ref: ref("k", "a")}); !errors.Is(err, memorybackend.ErrReplyLost) {
 			t.Fatalf("release with a lost reply: %v", err)
 		}
 		select {
@@ -366,7 +357,7 @@ func TestClose(t *testing.T) {
 		if _, err := b.Acquire(t.Context(), acquireReq("b", "", time.Minute)); !errors.Is(err, memorybackend.ErrClosed) {
 			t.Fatalf("acquire after Close: %v", err)
 		}
-		if _, err := b.WatchReleases(t.Context(), "ns", "k"); !errors.Is(err, memorybackend.ErrClosed) {
+		if _, err := b.Watch(t.Context(), driver.WatchRequest{Ref: driver.Ref{Namespace: "ns", Key: "k"}}); !errors.Is(err, memorybackend.ErrClosed) {
 			t.Fatalf("watch after Close: %v", err)
 		}
 		if err := b.Close(); err != nil {
@@ -411,7 +402,7 @@ func TestPerHoldLeases(t *testing.T) {
 		if len(st.Holds) != 1 || st.Holds[0] != (memorybackend.Hold{Token: "outer", TTL: 9 * time.Second}) {
 			t.Fatalf("holds after the inner lease ended: %+v", st.Holds)
 		}
-		res, err := b.Renew(t.Context(), []fencelock.RenewRequest{
+		res, err := b.Renew(t.Context(), []driver.RenewRequest{
 			{Ref: ref("k", "inner"), TTL: time.Minute},
 			{Ref: ref("k", "outer"), TTL: 2 * time.Second},
 			{Ref: ref("other", "outer"), TTL: time.Minute},
@@ -423,7 +414,7 @@ func TestPerHoldLeases(t *testing.T) {
 		if ttl, err := b.TTL(t.Context(), ref("k", "outer")); ttl != 2*time.Second || err != nil {
 			t.Fatalf("TTL after renewing to 2s: %v %v (a renewal sets the lease, even shorter)", ttl, err)
 		}
-		w, err := b.WatchReleases(t.Context(), "ns", "k")
+		w, err := b.Watch(t.Context(), driver.WatchRequest{Ref: driver.Ref{Namespace: "ns", Key: "k"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,7 +439,7 @@ func TestDelete(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBackend(t)
 		mustAcquire(t, b, "a", "", time.Minute)
-		w, err := b.WatchReleases(t.Context(), "ns", "k")
+		w, err := b.Watch(t.Context(), driver.WatchRequest{Ref: driver.Ref{Namespace: "ns", Key: "k"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -461,7 +452,7 @@ func TestDelete(t *testing.T) {
 			t.Fatal("notified of a Delete")
 		default:
 		}
-		if r, _ := b.Renew(t.Context(), []fencelock.RenewRequest{{Ref: ref("k", "a"), TTL: time.Minute}}); r[0].Held {
+		if r, _ := b.Renew(t.Context(), []driver.RenewRequest{{Ref: ref("k", "a"), TTL: time.Minute}}); r[0].Held {
 			t.Fatal("renewed a deleted lock")
 		}
 		if res := mustAcquire(t, b, "b", "", time.Second); res.Fence != 2 {
@@ -474,13 +465,13 @@ func TestDelete(t *testing.T) {
 func TestWatch(t *testing.T) {
 	b := memorybackend.New()
 	defer b.Close()
-	w, err := b.WatchReleases(t.Context(), "ns", "k")
+	w, err := b.Watch(t.Context(), driver.WatchRequest{Ref: driver.Ref{Namespace: "ns", Key: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		mustAcquire(t, b, "a", "", time.Minute)
-		b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")})
+		b.Release(t.Context(), driver.ReleaseRequest{Ref: ref("k", "a")})
 	}
 	<-w.C
 	select {
@@ -491,7 +482,7 @@ func TestWatch(t *testing.T) {
 	w.Stop()
 	w.Stop()
 	mustAcquire(t, b, "a", "", time.Minute)
-	b.Release(t.Context(), fencelock.ReleaseRequest{Ref: ref("k", "a")})
+	b.Release(t.Context(), driver.ReleaseRequest{Ref: ref("k", "a")})
 	select {
 	case <-w.C:
 		t.Fatal("a stopped watch was notified")
@@ -511,21 +502,21 @@ func TestInvalidArguments(t *testing.T) {
 			t.Errorf("%s: %v, want an InvalidArgumentError for %s %v", what, err, name, value)
 		}
 	}
-	_, err := b.Acquire(ctx, fencelock.AcquireRequest{Ref: fencelock.LockRef{Token: "t"}, Owner: "t", TTL: time.Second})
+	_, err := b.Acquire(ctx, driver.Request{Ref: driver.Ref{Token: "t"}, Owner: "t", TTL: time.Second})
 	check("acquire with an empty key", err, "key", "")
 	_, err = b.Acquire(ctx, acquireReq("t", "", 0))
 	check("acquire with ttl 0", err, "ttl", time.Duration(0))
 	_, err = b.Acquire(ctx, acquireReq("t", "", -time.Second))
 	check("acquire with a negative ttl", err, "ttl", -time.Second)
-	_, err = b.Acquire(ctx, fencelock.AcquireRequest{Ref: ref("k", ""), Owner: "o", TTL: time.Second})
+	_, err = b.Acquire(ctx, driver.Request{Ref: ref("k", ""), Owner: "o", TTL: time.Second})
 	check("acquire with an empty token", err, "token", "")
-	_, err = b.Release(ctx, fencelock.ReleaseRequest{Ref: ref("", "t")})
+	_, err = b.Release(ctx, driver.ReleaseRequest{Ref: ref("", "t")})
 	check("release with an empty key", err, "key", "")
-	_, err = b.Renew(ctx, []fencelock.RenewRequest{{Ref: ref("k", "t"), TTL: time.Second}, {Ref: ref("k", "t")}})
+	_, err = b.Renew(ctx, []driver.RenewRequest{{Ref: ref("k", "t"), TTL: time.Second}, {Ref: ref("k", "t")}})
 	check("renew with ttl 0", err, "ttl", time.Duration(0))
 	_, err = b.TTL(ctx, ref("", "t"))
 	check("TTL with an empty key", err, "key", "")
-	_, err = b.WatchReleases(ctx, "ns", "")
+	_, err = b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Namespace: "ns", Key: ""}})
 	check("watch with an empty key", err, "key", "")
 	wantCalls(t, b, memorybackend.AllOps, 0, 0)
 

@@ -7,20 +7,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
-// Semaphores (fencelock.SemaphoreBackend) and read-write locks
-// (fencelock.RWLockBackend) keep their holds alike: a set of tokens, each
+// Semaphores (driver.KindSemaphore) and read-write locks (driver.KindRead,
+// KindWrite) keep their holds alike: a set of tokens, each
 // with its lease and fence, one fence counter per semaphore or read-write
 // lock, and for a read-write lock the writer and the intents of waiting
 // writers. They are apart from the plain lock of the same name. Every
 // operation is one of Acquire, Release, Renew or TTL for faults and Calls.
-
-var (
-	_ fencelock.SemaphoreBackend = (*Backend)(nil)
-	_ fencelock.RWLockBackend    = (*Backend)(nil)
-)
 
 // holdState is the Backend's semaphores and read-write locks, and the
 // watches of their releases. Guarded by Backend.mu.
@@ -98,45 +93,45 @@ func waitFor(end, now time.Time) time.Duration {
 }
 
 // take gives token a new hold with a new fence.
-func (s *holdSet) take(now time.Time, req fencelock.AcquireRequest) fencelock.AcquireResult {
+func (s *holdSet) take(now time.Time, req driver.Request) driver.Result {
 	s.counter = max(s.counter, req.FenceFloor) + 1
 	s.holds[req.Token] = holdEntry{end: now.Add(req.TTL), fence: s.counter}
-	return fencelock.AcquireResult{Acquired: true, Fence: s.counter, Holds: 1}
+	return driver.Result{Acquired: true, Fence: s.counter, Holds: 1}
 }
 
 // retry restarts the lease of token's live hold (a retry of an acquire
 // whose reply was lost); ok is false when it has none.
-func (s *holdSet) retry(now time.Time, req fencelock.AcquireRequest) (res fencelock.AcquireResult, ok bool) {
+func (s *holdSet) retry(now time.Time, req driver.Request) (res driver.Result, ok bool) {
 	h, ok := s.holds[req.Token]
 	if !ok {
 		return res, false
 	}
 	h.end = now.Add(req.TTL)
 	s.holds[req.Token] = h
-	return fencelock.AcquireResult{Acquired: true, Fence: h.fence, Holds: 1}, true
+	return driver.Result{Acquired: true, Fence: h.fence, Holds: 1}, true
 }
 
-// acquirePermit is AcquirePermit applied to s.
-func (s *holdSet) acquirePermit(now time.Time, req fencelock.PermitRequest) fencelock.AcquireResult {
+// acquirePermit is Acquire of a permit, applied to s.
+func (s *holdSet) acquirePermit(now time.Time, req driver.Request) driver.Result {
 	s.prune(now)
 	var first time.Time
 	if ends := s.ends(); len(ends) > 0 {
 		first = ends[0]
 	}
 	if _, ok := s.tombstones[req.Token]; ok {
-		return fencelock.AcquireResult{HolderTTL: waitFor(first, now)}
+		return driver.Result{HolderTTL: waitFor(first, now)}
 	}
-	if res, ok := s.retry(now, req.Request); ok {
+	if res, ok := s.retry(now, req); ok {
 		return res
 	}
 	if len(s.holds) < req.Permits {
-		return s.take(now, req.Request)
+		return s.take(now, req)
 	}
-	return fencelock.AcquireResult{HolderTTL: waitFor(first, now)}
+	return driver.Result{HolderTTL: waitFor(first, now)}
 }
 
-// acquireRW is AcquireRW applied to s.
-func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.AcquireResult {
+// acquireRW is Acquire of a read or write hold, applied to s.
+func (s *holdSet) acquireRW(now time.Time, req driver.Request) driver.Result {
 	s.prune(now)
 	ends := s.ends()
 	var last time.Time
@@ -145,16 +140,16 @@ func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.Ac
 	}
 	if _, ok := s.tombstones[req.Token]; ok {
 		s.dropPlaces(req.Token)
-		return fencelock.AcquireResult{HolderTTL: waitFor(last, now)}
+		return driver.Result{HolderTTL: waitFor(last, now)}
 	}
-	if res, ok := s.retry(now, req.Request); ok {
+	if res, ok := s.retry(now, req); ok {
 		return res
 	}
-	if req.Write {
+	if req.Kind == driver.KindWrite {
 		if len(s.holds) == 0 && len(s.admitted) == 0 {
 			s.dropPlaces(req.Token)
 			s.writer = req.Token
-			return s.take(now, req.Request)
+			return s.take(now, req)
 		}
 		if req.Place > 0 {
 			s.intents[req.Token] = now.Add(req.Place)
@@ -165,12 +160,12 @@ func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.Ac
 				last = end
 			}
 		}
-		return fencelock.AcquireResult{HolderTTL: waitFor(last, now)}
+		return driver.Result{HolderTTL: waitFor(last, now)}
 	}
 	_, admitted := s.admitted[req.Token]
 	if s.writer == "" && (admitted || len(s.intents) == 0) {
 		s.dropPlaces(req.Token)
-		return s.take(now, req.Request)
+		return s.take(now, req)
 	}
 	if req.Place > 0 {
 		s.readers[req.Token] = now.Add(req.Place)
@@ -186,7 +181,7 @@ func (s *holdSet) acquireRW(now time.Time, req fencelock.RWRequest) fencelock.Ac
 			until = end
 		}
 	}
-	return fencelock.AcquireResult{HolderTTL: waitFor(until, now)}
+	return driver.Result{HolderTTL: waitFor(until, now)}
 }
 
 // dropPlaces withdraws every place of token; it reports whether it had an
@@ -203,7 +198,7 @@ func (s *holdSet) dropPlaces(token string) (intent, admitted bool) {
 // release gives up token's hold, or withdraws its places. wake reports
 // whether the release may let a waiter in (see the interfaces' contracts).
 // The writer's release admits the readers waiting.
-func (s *holdSet) release(now time.Time, rw bool, req fencelock.ReleaseRequest) (res fencelock.ReleaseResult, wake bool) {
+func (s *holdSet) release(now time.Time, rw bool, req driver.ReleaseRequest) (res driver.ReleaseResult, wake bool) {
 	if req.Tombstone > 0 {
 		end := now.Add(req.Tombstone)
 		if old, ok := s.tombstones[req.Token]; !ok || old.Before(end) {
@@ -225,11 +220,11 @@ func (s *holdSet) release(now time.Time, rw bool, req fencelock.ReleaseRequest) 
 		free := len(s.holds) == 0 && len(s.admitted) == 0
 		wake = wasWriter || (had && free) || (wasAdmitted && free) || (intent && len(s.intents) == 0)
 	}
-	return fencelock.ReleaseResult{Held: had && h.end.After(now)}, wake
+	return driver.ReleaseResult{Held: had && h.end.After(now)}, wake
 }
 
 // renew sets the lease of token's live hold to ttl from now.
-func (s *holdSet) renew(now time.Time, req fencelock.RenewRequest) bool {
+func (s *holdSet) renew(now time.Time, req driver.RenewRequest) bool {
 	h, ok := s.holds[req.Token]
 	if !ok || !h.end.After(now) {
 		return false
@@ -239,50 +234,41 @@ func (s *holdSet) renew(now time.Time, req fencelock.RenewRequest) bool {
 	return true
 }
 
-// AcquirePermit implements fencelock.SemaphoreBackend.
-func (b *Backend) AcquirePermit(ctx context.Context, req fencelock.PermitRequest) (fencelock.AcquireResult, error) {
-	if err := checkHoldAcquire(req.Request); err != nil {
-		return fencelock.AcquireResult{}, err
+// acquirePermit is Acquire of a KindSemaphore.
+func (b *Backend) acquirePermit(ctx context.Context, req driver.Request) (driver.Result, error) {
+	if err := checkHoldAcquire(req); err != nil {
+		return driver.Result{}, err
 	}
 	if req.Permits < 1 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "semaphore permits", Value: req.Permits, Reason: "must be at least 1"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "semaphore permits", Value: req.Permits, Reason: "must be at least 1"}
 	}
-	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
+	return do(b, ctx, Acquire, func(now time.Time) (driver.Result, error) {
 		return b.holds.set(holdIDOf(false, req.Ref)).acquirePermit(now, req), nil
 	})
 }
 
-// AcquireRW implements fencelock.RWLockBackend.
-func (b *Backend) AcquireRW(ctx context.Context, req fencelock.RWRequest) (fencelock.AcquireResult, error) {
-	if err := checkHoldAcquire(req.Request); err != nil {
-		return fencelock.AcquireResult{}, err
+// acquireRW is Acquire of a KindRead or KindWrite.
+func (b *Backend) acquireRW(ctx context.Context, req driver.Request) (driver.Result, error) {
+	if err := checkHoldAcquire(req); err != nil {
+		return driver.Result{}, err
 	}
 	if req.Place < 0 {
-		return fencelock.AcquireResult{}, &fencelock.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
+		return driver.Result{}, &driver.InvalidArgumentError{Name: "place", Value: req.Place, Reason: "must not be negative"}
 	}
-	return do(b, ctx, Acquire, func(now time.Time) (fencelock.AcquireResult, error) {
+	return do(b, ctx, Acquire, func(now time.Time) (driver.Result, error) {
 		return b.holds.set(holdIDOf(true, req.Ref)).acquireRW(now, req), nil
 	})
 }
 
-// ReleasePermit implements fencelock.SemaphoreBackend. Watchers are woken
-// when a permit is released.
-func (b *Backend) ReleasePermit(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	return b.releaseHold(ctx, false, req)
-}
-
-// ReleaseRW implements fencelock.RWLockBackend. Watchers are woken by the
+// releaseHold is Release of a semaphore's permit or a read-write lock's
+// hold (rw). Watchers are woken when a permit is released, and by the
 // release of the writer or of the last reader, and by the withdrawal of the
 // last intent.
-func (b *Backend) ReleaseRW(ctx context.Context, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
-	return b.releaseHold(ctx, true, req)
-}
-
-func (b *Backend) releaseHold(ctx context.Context, rw bool, req fencelock.ReleaseRequest) (fencelock.ReleaseResult, error) {
+func (b *Backend) releaseHold(ctx context.Context, rw bool, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	if err := checkRef(req.Ref); err != nil {
-		return fencelock.ReleaseResult{}, err
+		return driver.ReleaseResult{}, err
 	}
-	return do(b, ctx, Release, func(now time.Time) (fencelock.ReleaseResult, error) {
+	return do(b, ctx, Release, func(now time.Time) (driver.ReleaseResult, error) {
 		id := holdIDOf(rw, req.Ref)
 		res, wake := b.holds.set(id).release(now, rw, req)
 		if wake {
@@ -297,50 +283,8 @@ func (b *Backend) releaseHold(ctx context.Context, rw bool, req fencelock.Releas
 	})
 }
 
-// RenewPermits implements fencelock.SemaphoreBackend: the batch is one
-// call, as for Renew.
-func (b *Backend) RenewPermits(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	return b.renewHolds(ctx, false, reqs)
-}
-
-// RenewRW implements fencelock.RWLockBackend: the batch is one call, as for
-// Renew.
-func (b *Backend) RenewRW(ctx context.Context, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	return b.renewHolds(ctx, true, reqs)
-}
-
-func (b *Backend) renewHolds(ctx context.Context, rw bool, reqs []fencelock.RenewRequest) ([]fencelock.RenewResult, error) {
-	for _, r := range reqs {
-		if err := checkRef(r.Ref); err != nil {
-			return nil, err
-		}
-		if err := checkTTL(r.TTL); err != nil {
-			return nil, err
-		}
-	}
-	reqs = slices.Clone(reqs) // applied later, maybe after the call returned
-	return do(b, ctx, Renew, func(now time.Time) ([]fencelock.RenewResult, error) {
-		results := make([]fencelock.RenewResult, len(reqs))
-		for i, r := range reqs {
-			if s := b.holds.sets[holdIDOf(rw, r.Ref)]; s != nil {
-				results[i].Held = s.renew(now, r)
-			}
-		}
-		return results, nil
-	})
-}
-
-// PermitTTL implements fencelock.SemaphoreBackend.
-func (b *Backend) PermitTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
-	return b.holdTTL(ctx, false, ref)
-}
-
-// RWTTL implements fencelock.RWLockBackend.
-func (b *Backend) RWTTL(ctx context.Context, ref fencelock.LockRef) (time.Duration, error) {
-	return b.holdTTL(ctx, true, ref)
-}
-
-func (b *Backend) holdTTL(ctx context.Context, rw bool, ref fencelock.LockRef) (time.Duration, error) {
+// holdTTL is TTL of a semaphore's permit or a read-write lock's hold (rw).
+func (b *Backend) holdTTL(ctx context.Context, rw bool, ref driver.Ref) (time.Duration, error) {
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
@@ -351,23 +295,21 @@ func (b *Backend) holdTTL(ctx context.Context, rw bool, ref fencelock.LockRef) (
 			}
 		}
 		return 0, fmt.Errorf("memorybackend: TTL of %q in namespace %q, token %q: %w",
-			ref.Key, ref.Namespace, ref.Token, fencelock.ErrNotHeld)
+			ref.Key, ref.Namespace, ref.Token, driver.ErrNotHeld)
 	})
 }
 
-// WatchPermits implements fencelock.SemaphoreBackend, as WatchReleases
-// does for locks.
-func (b *Backend) WatchPermits(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+// watchPermits is Watch of a KindSemaphore, as watch is of a lock.
+func (b *Backend) watchPermits(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	return b.watchHolds(ctx, holdID{false, namespace, key})
 }
 
-// WatchRW implements fencelock.RWLockBackend, as WatchReleases does for
-// locks.
-func (b *Backend) WatchRW(ctx context.Context, namespace, key string) (*fencelock.Watch, error) {
+// watchRW is Watch of a KindRead or KindWrite, as watch is of a lock.
+func (b *Backend) watchRW(ctx context.Context, namespace, key string) (*driver.Watch, error) {
 	return b.watchHolds(ctx, holdID{true, namespace, key})
 }
 
-func (b *Backend) watchHolds(ctx context.Context, id holdID) (*fencelock.Watch, error) {
+func (b *Backend) watchHolds(ctx context.Context, id holdID) (*driver.Watch, error) {
 	if err := checkKey(id.key); err != nil {
 		return nil, err
 	}
@@ -387,7 +329,7 @@ func (b *Backend) watchHolds(ctx context.Context, id holdID) (*fencelock.Watch, 
 		b.holds.watchers[id] = map[chan struct{}]struct{}{}
 	}
 	b.holds.watchers[id][c] = struct{}{}
-	return fencelock.NewWatch(c, func() {
+	return driver.NewWatch(c, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		delete(b.holds.watchers[id], c)
@@ -438,10 +380,10 @@ func (b *Backend) holdState(id holdID) HoldState {
 	return st
 }
 
-func holdIDOf(rw bool, ref fencelock.LockRef) holdID { return holdID{rw, ref.Namespace, ref.Key} }
+func holdIDOf(rw bool, ref driver.Ref) holdID { return holdID{rw, ref.Namespace, ref.Key} }
 
 // checkHoldAcquire validates an acquire of a permit or a read-write hold.
-func checkHoldAcquire(req fencelock.AcquireRequest) error {
+func checkHoldAcquire(req driver.Request) error {
 	if err := checkRef(req.Ref); err != nil {
 		return err
 	}

@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Backend is a lock store, other than the demo's own Redis, that the
 // scenarios can run on ("fencelock demo --backend NAME"). The master
 // starts the store's servers (Start); every worker builds its
-// fencelock.Backend from what the store says about itself (NewWorker with
+// driver.Store from what the store says about itself (NewWorker with
 // LockStore.Config). Only the lock moves: the referee (the inside counter,
 // the holder key, the epoch) and the fenced store stay on the demo's own
 // redis-server, as in the failover scenarios, so that the checks are the
@@ -31,10 +31,10 @@ type Backend struct {
 	// Start starts the store's servers for one run of the demo; logf
 	// reports progress. The master closes the store at the end.
 	Start func(ctx context.Context, logf func(format string, args ...any)) (LockStore, error)
-	// NewWorker returns the fencelock.Backend of a worker process (and of
+	// NewWorker returns the driver.Store of a worker process (and of
 	// the master's probes) from the store's Config, and a function that
 	// closes its connections.
-	NewWorker func(config json.RawMessage) (fencelock.Backend, func(), error)
+	NewWorker func(config json.RawMessage) (driver.Store, func(), error)
 	// Adapt returns sc as it runs on this store (its leases, holds and
 	// bounds in the store's units), or a reason why it does not run here.
 	Adapt func(sc Scenario) (Scenario, string)

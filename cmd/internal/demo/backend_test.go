@@ -39,8 +39,8 @@ func TestMainRedlockCrash(t *testing.T) {
 	if res.MaxConcurrent != 1 || res.Violations != 0 || res.StaleAccepted != 0 {
 		t.Errorf("crash: %d holders at once, %d violations, %d stale writes accepted", res.MaxConcurrent, res.Violations, res.StaleAccepted)
 	}
-	if fair.Status != StatusSkip || !strings.Contains(strings.Join(fair.Reasons, " "), "FairBackend") {
-		t.Errorf("fair on redlock: %s %v, want a skip naming FairBackend", fair.Status, fair.Reasons)
+	if fair.Status != StatusSkip || !strings.Contains(strings.Join(fair.Reasons, " "), "driver.Lines") {
+		t.Errorf("fair on redlock: %s %v, want a skip naming driver.Lines", fair.Status, fair.Reasons)
 	}
 }
 

@@ -52,7 +52,7 @@ take the lock for 1 ms each, first with plain Acquire, then with
 fencelock.WithFairness (one line of waiters on the server), and the table
 compares them: hand-offs per second, waits, turns per worker. Then the
 master kill -9s a worker process while its goroutines wait in line: the
-line stalls until their places lapse (fencelock.FairPlaceLease), no longer.
+line stalls until their places lapse (driver.PlaceLease), no longer.
 --iterations does not apply to it.
 
 In semaphore, rwlock, election and jobs, the primitives run in worker

@@ -81,7 +81,7 @@
 //     targets, not judged. FAIL on overlap, a stale write, a fence that is
 //     not above every earlier one, or a lost hand-off: after the kill the
 //     line stalls until the dead waiters' places lapse
-//     (fencelock.FairPlaceLease); a stall longer than that plus 3s, or no
+//     (driver.PlaceLease); a stall longer than that plus 3s, or no
 //     acquisition once the places have lapsed, fails.
 //   - semaphore, rwlock, election, jobs: the primitives, each with
 //     worker processes of its own (whatever --workers says; prims.go has

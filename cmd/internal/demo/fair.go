@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/fence"
 )
 
@@ -27,7 +27,7 @@ import (
 //
 // Runs 1 and 2 are compared: hand-offs per second, waits, turns per worker.
 // Run 3 shows that the hand-off goes on: the dead waiters hold the line up
-// until their places lapse (fencelock.FairPlaceLease), no longer. Every
+// until their places lapse (driver.PlaceLease), no longer. Every
 // iteration is the demo's usual one, so the referee's checks (the inside
 // counter, the CLOCK_MONOTONIC intervals, the fenced store) judge all three
 // runs. The fairness and wait figures are reported against the fair
@@ -47,13 +47,13 @@ const (
 	// fairCatchFor bounds the search for a process with every goroutine in
 	// line (at any instant, most are).
 	fairCatchFor = 10 * time.Second
-	// fairStallMargin: the line may stall for FairPlaceLease after the kill
+	// fairStallMargin: the line may stall for driver.PlaceLease after the kill
 	// (the dead waiters' places have that long to lapse); a stall longer
 	// than that plus this margin is a lost hand-off. Generous: a busy
 	// machine delays the waiters that retry.
 	fairStallMargin = 3 * time.Second
 	// fairAfterKill: the third run ends once an acquisition came this long
-	// after every dead place had lapsed (kill + FairPlaceLease).
+	// after every dead place had lapsed (kill + driver.PlaceLease).
 	fairAfterKill = 500 * time.Millisecond
 )
 
@@ -110,7 +110,7 @@ type FairKill struct {
 	InLine   int    `json:"in_line"`     // its goroutines in line at the kill
 	LineLen  int    `json:"line_len"`    // places in the line then
 	Place    int    `json:"place"`       // the place of its first waiter (1: first in line)
-	Lapse    Millis `json:"lapse_ms"`    // fencelock.FairPlaceLease: how long a dead place can last
+	Lapse    Millis `json:"lapse_ms"`    // driver.PlaceLease: how long a dead place can last
 	Bound    Millis `json:"bound_ms"`    // a stall longer than this is a lost hand-off
 	Next     Millis `json:"next_ms"`     // kill -> the next Acquire returned; -1 if none
 	Stall    Millis `json:"stall_ms"`    // the longest hand-off after the kill: the line held up by the dead places
@@ -123,7 +123,7 @@ type fairObserved struct {
 	runs []fairRunWindow // in order: plain, fair, kill
 	kill *fairKillRec    // nil if no process was caught
 	// stalled: no acquisition came in the run's last chance after the kill
-	// (between kill + FairPlaceLease + fairAfterKill and the bound).
+	// (between kill + driver.PlaceLease + fairAfterKill and the bound).
 	stalled bool
 }
 
@@ -315,8 +315,8 @@ func (m *fairMaster) run(ctx context.Context, run fairRunWindow, obs *fairObserv
 				break
 			}
 			kill, obs.kill = k, k
-			movedOn = k.stopAt + int64(fencelock.FairPlaceLease+fairAfterKill)
-			endAt = k.stopAt + int64(fencelock.FairPlaceLease+fairStallMargin)
+			movedOn = k.stopAt + int64(driver.PlaceLease+fairAfterKill)
+			endAt = k.stopAt + int64(driver.PlaceLease+fairStallMargin)
 		case <-tick.C:
 			if mono() >= endAt {
 				if kill != nil {
@@ -606,7 +606,7 @@ func analyzeFairKill(res *Result, in analysisInput, obs *fairObserved, acq []*it
 	}
 	fk := &FairKill{
 		Proc: k.proc, Pid: k.pid, At: nanos(k.stopAt - in.t0), InLine: k.inLine, LineLen: k.lineLen, Place: k.place,
-		Lapse: millis(fencelock.FairPlaceLease), Bound: millis(fencelock.FairPlaceLease + fairStallMargin),
+		Lapse: millis(driver.PlaceLease), Bound: millis(driver.PlaceLease + fairStallMargin),
 		Next: -1, Left: k.left,
 	}
 	res.Fair.Kill = fk
@@ -632,11 +632,11 @@ func analyzeFairKill(res *Result, in analysisInput, obs *fairObserved, acq []*it
 		res.Reasons = append(res.Reasons, fmt.Sprintf("hand-off lost: no acquisition in the %v after worker process %d was kill -9ed in line", fk.Bound, k.proc))
 	case obs.stalled:
 		res.Reasons = append(res.Reasons, fmt.Sprintf("hand-off lost: no acquisition between %v and %v after the kill -9 (every dead place had lapsed by %v)",
-			millis(fencelock.FairPlaceLease+fairAfterKill), fk.Bound, fk.Lapse))
+			millis(driver.PlaceLease+fairAfterKill), fk.Bound, fk.Lapse))
 	case fk.Stall > fk.Bound:
-		res.Reasons = append(res.Reasons, fmt.Sprintf("hand-off lost: the line stalled %v after the kill -9, longer than FairPlaceLease (%v) + %v", fk.Stall, fk.Lapse, millis(fairStallMargin)))
+		res.Reasons = append(res.Reasons, fmt.Sprintf("hand-off lost: the line stalled %v after the kill -9, longer than driver.PlaceLease (%v) + %v", fk.Stall, fk.Lapse, millis(fairStallMargin)))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("fair: worker process %d kill -9ed at %v with its %d goroutines in line (the first at place %d of %d): the next acquisition %v later; the line held up at most %v (the dead places lapse within FairPlaceLease, %v); %d acquisitions after the kill; its places left in line at the end: %d",
+	res.Notes = append(res.Notes, fmt.Sprintf("fair: worker process %d kill -9ed at %v with its %d goroutines in line (the first at place %d of %d): the next acquisition %v later; the line held up at most %v (the dead places lapse within driver.PlaceLease, %v); %d acquisitions after the kill; its places left in line at the end: %d",
 		fk.Proc, fk.At, fk.InLine, fk.Place, fk.LineLen, showTakeover(fk.Next), fk.Stall, fk.Lapse, fk.Handoffs, fk.Left))
 }
 
@@ -714,7 +714,7 @@ func fairVerdict(fs *FairSummary) string {
 	s := fmt.Sprintf("plain Acquire: %s. WithFairness: %s (targets: min/max >= %.2f, p99 <= %.1f x (N-1) x hold: %s).",
 		run(fs.Plain), run(fs.Fair), fairTargetMinMax, fairTargetP99, met(fs.Fair))
 	if k := fs.Kill; k != nil {
-		s += fmt.Sprintf(" A worker process kill -9ed with its %d goroutines in line held the line up %v at most (FairPlaceLease %v); the next acquisition came %v after the kill.",
+		s += fmt.Sprintf(" A worker process kill -9ed with its %d goroutines in line held the line up %v at most (driver.PlaceLease %v); the next acquisition came %v after the kill.",
 			k.InLine, k.Stall, k.Lapse, showTakeover(k.Next))
 	}
 	return s

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
 // TestScenarioFair runs the fair scenario with its real worker processes
@@ -122,7 +122,7 @@ func TestAnalyzeFair(t *testing.T) {
 		t.Errorf("kill: %+v", k)
 	}
 
-	if res := run(float64(fencelock.FairPlaceLease/1e6+fairStallMargin/1e6+100), false); res.Status != StatusFail || !strings.Contains(strings.Join(res.Reasons, " "), "hand-off lost") {
+	if res := run(float64(driver.PlaceLease/1e6+fairStallMargin/1e6+100), false); res.Status != StatusFail || !strings.Contains(strings.Join(res.Reasons, " "), "hand-off lost") {
 		t.Errorf("a stall past the bound: %s %v", res.Status, res.Reasons)
 	}
 	if res := run(100, true); res.Status != StatusFail || res.Fair.FenceRegressions != 1 {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redlock"
 	"github.com/fencelock/fencelock/testing/redisserver"
 	"github.com/redis/go-redis/v9"
@@ -47,9 +47,9 @@ func RedlockBackend(masters int) *Backend {
 func adaptRedlock(sc Scenario) (Scenario, string) {
 	switch {
 	case sc.Fair:
-		return sc, "redlock has no fair line (no fencelock.FairBackend): WithFairness fails with ErrUnsupported"
+		return sc, "redlock has no fair line (no driver.Lines): WithFairness fails with ErrUnsupported"
 	case sc.Prim == primSemaphore, sc.Prim == primRWLock:
-		return sc, "redlock implements no SemaphoreBackend or RWLockBackend: the call fails with ErrUnsupported"
+		return sc, "redlock keeps no semaphores or read-write locks (driver.Store.Supports): the call fails with ErrUnsupported"
 	}
 	if why := skipNotRedis(sc, "redlock"); why != "" {
 		return sc, why
@@ -83,7 +83,7 @@ func redlockClient(addr string) *redis.Client {
 	})
 }
 
-func newRedlockWorker(raw json.RawMessage) (fencelock.Backend, func(), error) {
+func newRedlockWorker(raw json.RawMessage) (driver.Store, func(), error) {
 	var cfg redlockConfig
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, nil, fmt.Errorf("redlock configuration: %w", err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
@@ -113,7 +114,7 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, out *emit
 	// group or a Cluster, through a go-redis client with its default
 	// options, as an application would have it.
 	var lockRDB redis.UniversalClient = rdb
-	var lockBackend fencelock.Backend // a Backend's, for backendLock
+	var lockBackend driver.Store // a Backend's, for backendLock
 	switch cfg.Lock.Kind {
 	case "":
 	case backendLock:

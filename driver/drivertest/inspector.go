@@ -1,40 +1,29 @@
-package fencelocktest
+package drivertest
 
 import (
 	"context"
 	"slices"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/driver"
 )
 
-// The checks of fencelock.LockInspector (Client.Inspect, ForceRelease). A
-// backend without it has them skipped, with the reason printed.
+// The checks of driver.Inspector (Client.Inspect, ForceRelease).
 func init() {
-	checks = append(checks, []struct {
-		name string
-		run  func(ctx context.Context, s *suite)
-	}{
-		{"InspectFreeLock", inspectFreeLock},
-		{"InspectHeldLock", inspectHeldLock},
-		{"InspectLeavesOutLapsedHolds", inspectLeavesOutLapsedHolds},
-		{"InspectChangesNothing", inspectChangesNothing},
-		{"InspectIdentity", inspectIdentity},
-		{"InspectOtherKinds", inspectOtherKinds},
+	in := has[driver.Inspector]
+	checks = append(checks, []check{
+		{"InspectFreeLock", inspectFreeLock, in},
+		{"InspectHeldLock", inspectHeldLock, in},
+		{"InspectLeavesOutLapsedHolds", inspectLeavesOutLapsedHolds, in},
+		{"InspectChangesNothing", inspectChangesNothing, in},
+		{"InspectIdentity", inspectIdentity, in},
+		{"InspectOtherKinds", inspectOtherKinds, all(in, func(st driver.Store) bool {
+			return st.Supports(driver.KindSemaphore) || st.Supports(driver.KindRead)
+		})},
 	}...)
 }
 
-// inspector returns the backend's LockInspector, or skips the check.
-func (s *suite) inspector() fencelock.LockInspector {
-	s.t.Helper()
-	in, ok := s.b.(fencelock.LockInspector)
-	if !ok {
-		s.t.Skipf("%T does not implement fencelock.LockInspector: Client.Inspect and ForceRelease return ErrUnsupported", s.b)
-	}
-	return in
-}
-
-func (s *suite) inspect(ctx context.Context, in fencelock.LockInspector, key string) fencelock.LockInfo {
+func (s *suite) inspect(ctx context.Context, in driver.Inspector, key string) driver.LockInfo {
 	s.t.Helper()
 	info, err := in.InspectLock(ctx, s.ns, key)
 	if err != nil {
@@ -46,7 +35,7 @@ func (s *suite) inspect(ctx context.Context, in fencelock.LockInspector, key str
 // A lock never taken is free with no fence minted; after a release it is
 // free again and LastFence is the fence of that acquisition.
 func inspectFreeLock(ctx context.Context, s *suite) {
-	in := s.inspector()
+	in := capability[driver.Inspector](s)
 	if info := s.inspect(ctx, in, "k"); info.Held || info.Owner != "" || info.Fence != 0 || len(info.Holds) != 0 || info.LastFence != 0 {
 		s.t.Fatalf("a lock never taken: %+v, want free, no fence", info)
 	}
@@ -60,7 +49,7 @@ func inspectFreeLock(ctx context.Context, s *suite) {
 // A held lock shows its owner, fence, every live hold (sorted by token)
 // with its own lease, and the lock's lease.
 func inspectHeldLock(ctx context.Context, s *suite) {
-	in := s.inspector()
+	in := capability[driver.Inspector](s)
 	outer := s.acquire(ctx, "k", "tok-b", "owner", 10*time.Second)
 	s.acquire(ctx, "k", "tok-a", "owner", 5*time.Second)
 	info := s.inspect(ctx, in, "k")
@@ -70,7 +59,7 @@ func inspectHeldLock(ctx context.Context, s *suite) {
 	tokens := make([]string, 0, len(info.Holds))
 	for _, h := range info.Holds {
 		tokens = append(tokens, h.Token)
-		if h.Kind != fencelock.KindLock || h.Fence != outer.Fence {
+		if h.Kind != driver.KindLock || h.Fence != outer.Fence {
 			s.t.Fatalf("hold %s: kind %v, fence %d; want lock, the holder's fence %d", h.Token, h.Kind, h.Fence, outer.Fence)
 		}
 	}
@@ -96,7 +85,7 @@ func inspectHeldLock(ctx context.Context, s *suite) {
 // A re-entrant hold whose lease ended is not shown, though the lock is
 // still held by the other.
 func inspectLeavesOutLapsedHolds(ctx context.Context, s *suite) {
-	in := s.inspector()
+	in := capability[driver.Inspector](s)
 	s.acquire(ctx, "k", "long", "owner", 10*time.Second)
 	s.acquire(ctx, "k", "short", "owner", 100*time.Millisecond)
 	s.waitLapsed(ctx, "k", "short", 5*time.Second)
@@ -112,7 +101,7 @@ func inspectLeavesOutLapsedHolds(ctx context.Context, s *suite) {
 
 // Inspecting neither extends a lease nor frees or takes the lock.
 func inspectChangesNothing(ctx context.Context, s *suite) {
-	in := s.inspector()
+	in := capability[driver.Inspector](s)
 	s.acquire(ctx, "k", "a", "", 300*time.Millisecond)
 	for range 3 {
 		s.inspect(ctx, in, "k")
@@ -126,15 +115,15 @@ func inspectChangesNothing(ctx context.Context, s *suite) {
 	}
 }
 
-// AcquireRequest.Identity is optional to record, but a backend that
+// Request.Identity is optional to record, but a store that
 // records it returns the identity of the acquisition that took the lock
 // (a re-entry with another keeps it), none for a lock taken without one,
 // and none once the lock is free again.
 func inspectIdentity(ctx context.Context, s *suite) {
-	in := s.inspector()
+	in := capability[driver.Inspector](s)
 	acquire := func(key, token, identity string) {
 		s.t.Helper()
-		res, err := s.b.Acquire(ctx, fencelock.AcquireRequest{Ref: s.ref(key, token), Owner: "owner", TTL: 10 * time.Second, Identity: identity})
+		res, err := s.st.Acquire(ctx, driver.Request{Ref: s.ref(key, token), Owner: "owner", TTL: 10 * time.Second, Identity: identity})
 		if err != nil || !res.Acquired {
 			s.t.Fatalf("Acquire(%s, token %s, identity %q): %+v, %v", key, token, identity, res, err)
 		}
@@ -143,7 +132,7 @@ func inspectIdentity(ctx context.Context, s *suite) {
 	acquire("k", "b", "host-2:7") // re-entry by the same owner
 	info := s.inspect(ctx, in, "k")
 	if info.Identity == "" {
-		s.t.Logf("%T does not record AcquireRequest.Identity (allowed)", s.b)
+		s.t.Logf("%T does not record Request.Identity (allowed)", s.st)
 	} else if info.Identity != "host-1:42" {
 		s.t.Fatalf("Identity %q, want the first acquisition's, host-1:42", info.Identity)
 	}
@@ -162,17 +151,13 @@ func inspectIdentity(ctx context.Context, s *suite) {
 // The permits of the semaphore and the read and write holds of the
 // read-write lock of a name are in Others, each with its kind, fence and
 // lease, sorted by kind then fence; the plain lock's fields say nothing of
-// them, and a lapsed or released one is left out. Backends that keep
-// neither have nothing to show.
+// them, and a lapsed or released one is left out.
 func inspectOtherKinds(ctx context.Context, s *suite) {
-	in := s.inspector()
-	sb, sem := s.b.(fencelock.SemaphoreBackend)
-	rb, rw := s.b.(fencelock.RWLockBackend)
-	if !sem && !rw {
-		s.t.Skipf("%T keeps neither semaphores nor read-write locks: nothing to inspect", s.b)
-	}
+	in := capability[driver.Inspector](s)
+	sem := s.st.Supports(driver.KindSemaphore)
+	rw := s.st.Supports(driver.KindRead) && s.st.Supports(driver.KindWrite)
 	type hold struct {
-		kind  fencelock.Kind
+		kind  driver.Kind
 		token string
 		fence int64
 		ttl   time.Duration
@@ -180,24 +165,24 @@ func inspectOtherKinds(ctx context.Context, s *suite) {
 	var want []hold
 	if sem {
 		for _, tok := range []string{"p1", "p2"} {
-			res := s.permit(ctx, sb, "k", tok, 3, 10*time.Second)
+			res := s.permit(ctx, "k", tok, 3, 10*time.Second)
 			if !res.Acquired {
 				s.t.Fatalf("permit %s: %+v", tok, res)
 			}
-			want = append(want, hold{fencelock.KindSemaphore, tok, res.Fence, 10 * time.Second})
+			want = append(want, hold{driver.KindSemaphore, tok, res.Fence, 10 * time.Second})
 		}
-		if res := s.permit(ctx, sb, "k", "short", 3, 100*time.Millisecond); !res.Acquired {
+		if res := s.permit(ctx, "k", "short", 3, 100*time.Millisecond); !res.Acquired {
 			s.t.Fatalf("short permit: %+v", res)
 		}
-		s.waitHoldLapsed(ctx, semOps(sb), "k", "short", 5*time.Second)
+		s.as(driver.KindSemaphore).waitLapsed(ctx, "k", "short", 5*time.Second)
 	}
 	if rw {
 		for _, tok := range []string{"r1", "r2"} {
-			res := s.rw(ctx, rb, "k", tok, read, 20*time.Second, 0)
+			res := s.rw(ctx, "k", tok, read, 20*time.Second, 0)
 			if !res.Acquired {
 				s.t.Fatalf("reader %s: %+v", tok, res)
 			}
-			want = append(want, hold{fencelock.KindRead, tok, res.Fence, 20 * time.Second})
+			want = append(want, hold{driver.KindRead, tok, res.Fence, 20 * time.Second})
 		}
 	}
 	check := func(key string, want []hold) {
@@ -224,15 +209,15 @@ func inspectOtherKinds(ctx context.Context, s *suite) {
 	}
 	s.release(ctx, "k", "lock")
 	if sem {
-		s.holdRelease(ctx, semOps(sb), "k", "p1", 0)
+		s.as(driver.KindSemaphore).release(ctx, "k", "p1")
 		want = want[1:]
 	}
 	check("k", want)
 	if rw {
-		w := s.rw(ctx, rb, "writer", "w", write, 10*time.Second, 0)
+		w := s.rw(ctx, "writer", "w", write, 10*time.Second, 0)
 		if !w.Acquired {
 			s.t.Fatalf("writer: %+v", w)
 		}
-		check("writer", []hold{{fencelock.KindWrite, "w", w.Fence, 10 * time.Second}})
+		check("writer", []hold{{driver.KindWrite, "w", w.Fence, 10 * time.Second}})
 	}
 }

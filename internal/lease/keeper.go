@@ -1,15 +1,88 @@
-package fencelock
+// Package lease is a Client's lease keeper: it renews the holds of one
+// Client in batches and declares lost those whose local deadline passes.
+// It knows a hold only as a Holder (the fencelock package's Lock), whose
+// lease state it reads and changes through the Holder's methods.
+//
+// Lock order: the Keeper guards its schedule, and each hold's place in it
+// (Entry), with Keeper.mu, and takes a Holder's lock while holding it;
+// nothing else may nest them. Code holding either never calls the store or
+// a callback, and code holding a Holder's lock never calls into the
+// Keeper. The Keeper holds its mu only for bounded work (a few hundred
+// schedule entries at most), never across a store call.
+package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
-// leaseKeeper watches the leases of every lock a Client holds. It keeps them
+// Holder is one hold the Keeper watches. Its methods named ...Locked need
+// the Holder locked (Lock); the others must not be called so.
+type Holder interface {
+	Lock()
+	Unlock()
+	// Ref names the hold; it never changes.
+	Ref() driver.Ref
+	// RenewInterval is the hold's automatic renewal interval (0: none); it
+	// never changes.
+	RenewInterval() time.Duration
+
+	// NextEventLocked returns when the Keeper must next look at the hold:
+	// its next renewal (renewal true), or its local deadline.
+	NextEventLocked() (at time.Time, renewal bool)
+	// EndedLocked reports that the hold ended (released or lost): the
+	// Keeper drops it.
+	EndedLocked() bool
+	// ExpiredLocked reports that the hold counts as held but its local
+	// deadline has passed at now: the Keeper calls Expire.
+	ExpiredLocked(now time.Time) bool
+	// RenewalDueLocked reports that the hold may go in a renewal batch
+	// gathered at now.
+	RenewalDueLocked(now time.Time) bool
+	// BeginRenewalLocked takes the hold's renewal turn for a batch.
+	BeginRenewalLocked()
+	// EndRenewalTurnLocked gives the turn back unsent.
+	EndRenewalTurnLocked()
+	// DeadlineLocked is the hold's local deadline.
+	DeadlineLocked() time.Time
+	// RenewRequestLocked is the request that renews the hold.
+	RenewRequestLocked() driver.RenewRequest
+
+	// Expire declares the hold lost at its deadline.
+	Expire()
+	// FinishRenewal applies the result of a renewal of ttl sent at sent,
+	// and ends the renewal turn.
+	FinishRenewal(sent time.Time, ttl time.Duration, res driver.RenewResult)
+}
+
+// Entry is a hold's place in the Keeper's schedule, kept in the hold
+// itself (the zero value: not watched) so that the schedule's entries are
+// two words and moving one touches no Holder.
+type Entry struct {
+	h            Holder
+	interval     time.Duration // h.RenewInterval()
+	slot         int32         // 1 + the place in the schedule; 0: not in it
+	schedRenewal bool          // the schedule entry is the next renewal, not the deadline
+}
+
+// ErrStopped is the error of Add once StopAccepting was called.
+var ErrStopped = errors.New("lease: keeper stopped accepting holds")
+
+// RenewTimeout bounds one automatic renewal request: half the interval, so
+// that a request the server never answers leaves time to retry before the
+// lease deadline.
+func RenewTimeout(interval time.Duration) time.Duration {
+	return max(interval/2, time.Millisecond)
+}
+
+// Keeper watches the leases of every hold a Client has. It keeps them
 // in a schedule ordered by when each next needs it: a lock with automatic
 // renewal at its next renewal, otherwise (and while a renewal is in flight)
 // at its local lease deadline. One goroutine, the loop, sleeps until the
@@ -18,10 +91,10 @@ import (
 //   - declares lost those whose deadline has passed without a successful
 //     renewal (the server is unreachable or paused, or the lock never
 //     renews), at that deadline, whatever renewals are in flight;
-//   - gathers those due for renewal into batches of at most maxRenewBatch,
+//   - gathers those due for renewal into batches of at most MaxRenewBatch,
 //     one backend call (one round trip) each, which workers send in the
 //     order the locks came due: one at a time while the batches are ahead
-//     of time, up to maxRenewWorkers at once when a batch that is due waits
+//     of time, up to MaxRenewWorkers at once when a batch that is due waits
 //     behind another;
 //   - takes along, a little early, locks whose renewal comes due soon (see
 //     tick), up to renewBurst batches, so that a steady stream of renewals
@@ -31,17 +104,21 @@ import (
 // So a wake-up costs O(due × log n) for n held locks, never a walk of all of
 // them, and Acquire and Release (add, remove: O(log n)) wait for the keeper
 // only while it moves a bounded number of entries (keeperChunk). The
-// goroutines are the loop and up to maxRenewWorkers workers, started when
+// goroutines are the loop and up to MaxRenewWorkers workers, started when
 // there are batches to send and ending when there have been none for
 // workerLinger, whatever the number of locks. A batch that gets no answer for a quarter of its timeout
 // (a paused server, or one Cluster node of those the batch goes to) stops
-// counting against maxRenewWorkers, so that the other batches are not held
+// counting against MaxRenewWorkers, so that the other batches are not held
 // up behind it for the rest of its timeout; up to maxStalledWorkers may wait
 // so.
 //
-// It takes leaseKeeper.mu, then a Lock's mu (see lease.go for the lock order).
-type leaseKeeper struct {
-	c *Client
+// It takes Keeper.mu, then a Holder's lock (see the package documentation
+// for the lock order).
+type Keeper struct {
+	// renew sends a batch of renewals (the store's Renew); done is told of
+	// each batch sent, with its results (hooks).
+	renew func(context.Context, []driver.RenewRequest) ([]driver.RenewResult, error)
+	done  func(sent time.Time, results []driver.RenewResult, err error, n int)
 
 	// ctx bounds the renewal requests; it is cancelled by stop, which Close
 	// calls only after it has released the locks, so that no lock lapses
@@ -53,17 +130,17 @@ type leaseKeeper struct {
 	epoch time.Time
 
 	mu        sync.Mutex
-	sched     schedule         // every watched lock, with Lock.slot
-	byToken   map[string]*Lock // every watched lock, by its token, until it ends: see find
-	accepting bool             // false once Close has begun releasing
-	wakeAt    int64            // when the loop will look again, unless woken
-	pending   []*Lock          // the renewal batch being gathered by the loop
-	pendingAt int64            // when the first lock of pending came due (schedule time)
-	queue     []renewBatch     // batches waiting for a worker, oldest first
-	workers   int              // worker goroutines running
-	sending   int              // of those, how many send a batch (renew)
-	stalled   int              // of those, how many wait for a batch that counts as stalled (send)
-	idle      int              // of those, how many wait for work (workerLinger) unclaimed
+	sched     schedule          // every watched hold, with Entry.slot
+	byToken   map[string]*Entry // every watched hold, by its token, until it ends: see Find
+	accepting bool              // false once Close has begun releasing
+	wakeAt    int64             // when the loop will look again, unless woken
+	pending   []*Entry          // the renewal batch being gathered by the loop
+	pendingAt int64             // when the first lock of pending came due (schedule time)
+	queue     []renewBatch      // batches waiting for a worker, oldest first
+	workers   int               // worker goroutines running
+	sending   int               // of those, how many send a batch (renew)
+	stalled   int               // of those, how many wait for a batch that counts as stalled (send)
+	idle      int               // of those, how many wait for work (workerLinger) unclaimed
 
 	wake  chan struct{} // buffered: a pending "look again"
 	pokes atomic.Int64  // wake-ups sent on wake (for tests)
@@ -73,7 +150,7 @@ type leaseKeeper struct {
 }
 
 const (
-	// maxRenewBatch caps one renewal round trip; the rest go in the next.
+	// MaxRenewBatch caps one renewal round trip; the rest go in the next.
 	// Redis runs a batch's scripts back to back while every other request
 	// (another Acquire of this process, or of any other) waits, so a batch
 	// is kept to what the server runs in well under a millisecond. Measured
@@ -81,9 +158,9 @@ const (
 	// lock+unlock had a p99 of 5.2 ms with batches of 512, 2.5 ms with 64
 	// and 1.2 ms without renewals; smaller batches cost more client CPU per
 	// renewal (14.8% of a core at 100,000 locks with 32, 12.2% with 64).
-	maxRenewBatch = 64
+	MaxRenewBatch = 64
 
-	// maxRenewWorkers caps the renewal batches in flight at once, and so
+	// MaxRenewWorkers caps the renewal batches in flight at once, and so
 	// the keeper's goroutines: a sweep of many locks goes out as a stream of
 	// bounded batches instead of one burst. Two keep the server busy while
 	// the client reads one batch's replies and writes the next; each more
@@ -92,7 +169,7 @@ const (
 	// another (many locks due at once, or more due than one worker
 	// sends): batches taken early go one at a time, so that another
 	// request waits behind one batch at most.
-	maxRenewWorkers = 2
+	MaxRenewWorkers = 2
 
 	// renewBurst is how many batches a wake-up of the loop that renews a
 	// lock may fill with locks taken early: a lock whose renewal is due
@@ -128,7 +205,7 @@ const (
 	workerLinger = time.Second
 
 	// keeperChunk caps the schedule entries the loop handles per hold of
-	// leaseKeeper.mu, so that Acquire and Release never wait long for it
+	// Keeper.mu, so that Acquire and Release never wait long for it
 	// when very many locks come due at once.
 	keeperChunk = 256
 
@@ -146,20 +223,25 @@ const (
 
 // renewBatch is a batch of locks to renew, as queued for the workers.
 type renewBatch struct {
-	locks []*Lock
+	locks []*Entry
 	dueAt int64 // when its first lock comes due (schedule time); the others come due later
 }
 
 // batchPool recycles the keeper's batch slices (never the requests handed to
 // the backend, which a backend may still read after the call gave up).
-var batchPool = sync.Pool{New: func() any { return make([]*Lock, 0, maxRenewBatch) }}
+var batchPool = sync.Pool{New: func() any { return make([]*Entry, 0, MaxRenewBatch) }}
 
-func newLeaseKeeper(c *Client) *leaseKeeper {
-	k := &leaseKeeper{
-		c:         c,
+// New starts a Keeper whose renewals go to renew, and are told to done
+// (from the goroutine that sent them, with the time they were sent and the
+// number of holds in the batch). Stop ends it.
+func New(renew func(context.Context, []driver.RenewRequest) ([]driver.RenewResult, error),
+	done func(sent time.Time, results []driver.RenewResult, err error, n int)) *Keeper {
+	k := &Keeper{
+		renew:     renew,
+		done:      done,
 		epoch:     time.Now(),
 		accepting: true,
-		byToken:   make(map[string]*Lock),
+		byToken:   make(map[string]*Entry),
 		wake:      make(chan struct{}, 1),
 		work:      make(chan struct{}, maxStalledWorkers),
 		quit:      make(chan struct{}),
@@ -171,60 +253,64 @@ func newLeaseKeeper(c *Client) *leaseKeeper {
 }
 
 // at is t on the schedule's clock.
-func (k *leaseKeeper) at(t time.Time) int64 { return int64(t.Sub(k.epoch)) }
+func (k *Keeper) at(t time.Time) int64 { return int64(t.Sub(k.epoch)) }
 
 // timeAt is the inverse of at.
-func (k *leaseKeeper) timeAt(at int64) time.Time { return k.epoch.Add(time.Duration(at)) }
+func (k *Keeper) timeAt(at int64) time.Time { return k.epoch.Add(time.Duration(at)) }
 
-// add starts watching l. It fails with ErrClosed once Close has begun
-// releasing the Client's locks.
-func (k *leaseKeeper) add(l *Lock) error {
+// Add starts watching h, whose place in the schedule is l (which must not
+// be watched already). It fails with ErrStopped once StopAccepting was
+// called.
+func (k *Keeper) Add(l *Entry, h Holder) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if !k.accepting {
-		return ErrClosed
+		return ErrStopped
 	}
-	l.mu.Lock()
+	l.h, l.interval = h, h.RenewInterval()
+	h.Lock()
 	at, renewal := k.nextEventLocked(l)
-	l.mu.Unlock()
+	h.Unlock()
 	l.schedRenewal = renewal
 	k.sched.push(l, at)
-	k.byToken[l.ref.Token] = l
+	k.byToken[h.Ref().Token] = l
 	if at < k.wakeAt {
 		k.poke()
 	}
 	return nil
 }
 
-// remove stops watching l.
-func (k *leaseKeeper) remove(l *Lock) {
+// Remove stops watching the hold of l.
+func (k *Keeper) Remove(l *Entry) {
 	k.mu.Lock()
 	k.sched.remove(l)
-	if k.byToken[l.ref.Token] == l {
-		delete(k.byToken, l.ref.Token)
+	if l.h != nil && k.byToken[l.h.Ref().Token] == l {
+		delete(k.byToken, l.h.Ref().Token)
 	}
 	k.mu.Unlock()
 }
 
-// find returns the Lock of this Client that holds ref, or nil: for
-// ReleaseToken and ForceRelease, which release a hold by its token and end
-// its *Lock at once when it is here (its waiters would otherwise wait for
-// it to learn of the loss at its next renewal, or its lease deadline).
-// A Lock whose Release has begun is no longer found. ref's Kind is not
-// compared: a token names one hold, of whichever kind.
-func (k *leaseKeeper) find(ref LockRef) *Lock {
+// Find returns the watched Holder of ref, or nil: for ReleaseToken and
+// ForceRelease, which release a hold by its token and end its *Lock at
+// once when it is here (its waiters would otherwise wait for it to learn
+// of the loss at its next renewal, or its lease deadline). A hold removed
+// (its Release has begun) is no longer found. ref's Kind is not compared:
+// a token names one hold, of whichever kind.
+func (k *Keeper) Find(ref driver.Ref) Holder {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if l := k.byToken[ref.Token]; l != nil && l.ref.Namespace == ref.Namespace && l.ref.Key == ref.Key {
-		return l
+	if l := k.byToken[ref.Token]; l != nil {
+		if r := l.h.Ref(); r.Namespace == ref.Namespace && r.Key == ref.Key {
+			return l.h
+		}
 	}
 	return nil
 }
 
-// reschedule moves l to its next event after its lease changed (a renewal
-// or Refresh ended), and makes the loop look again if that is earlier than
-// the loop's planned wake-up.
-func (k *leaseKeeper) reschedule(l *Lock) {
+// Reschedule moves the hold of l to its next event after its lease changed
+// (a renewal or Refresh ended), and makes the loop look again if that is
+// earlier than the loop's planned wake-up.
+func (k *Keeper) Reschedule(l *Entry) {
 	k.mu.Lock()
 	if k.rescheduleLocked(l) {
 		k.poke()
@@ -232,50 +318,56 @@ func (k *leaseKeeper) reschedule(l *Lock) {
 	k.mu.Unlock()
 }
 
-// rescheduleLocked is reschedule without the poke, which it reports is
+// rescheduleLocked is Reschedule without the poke, which it reports is
 // needed. k.mu must be held.
-func (k *leaseKeeper) rescheduleLocked(l *Lock) bool {
+func (k *Keeper) rescheduleLocked(l *Entry) bool {
 	if !k.sched.contains(l) {
 		return false // no longer watched: released, lost or expired
 	}
-	l.mu.Lock()
+	l.h.Lock()
 	at, renewal := k.nextEventLocked(l)
-	l.mu.Unlock()
+	l.h.Unlock()
 	l.schedRenewal = renewal
 	k.sched.update(l, at)
 	return at < k.wakeAt
 }
 
 // nextEventLocked returns when the keeper must next look at l, and whether
-// that is a renewal (rather than the deadline). l.mu must be held.
-func (k *leaseKeeper) nextEventLocked(l *Lock) (at int64, renewal bool) {
-	if l.autoRenew > 0 && !l.renewing && l.nextRenew.Before(l.deadline) {
-		return k.at(l.nextRenew), true
-	}
-	return k.at(l.deadline), false
+// that is a renewal (rather than the deadline). l's Holder must be locked.
+func (k *Keeper) nextEventLocked(l *Entry) (at int64, renewal bool) {
+	t, renewal := l.h.NextEventLocked()
+	return k.at(t), renewal
 }
 
-// stopAccepting refuses new locks and returns those held now.
-func (k *leaseKeeper) stopAccepting() []*Lock {
+// StopAccepting refuses new holds (Add) and returns those watched now.
+func (k *Keeper) StopAccepting() []Holder {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.accepting = false
-	held := make([]*Lock, 0, k.sched.len())
+	held := make([]Holder, 0, k.sched.len())
 	for _, e := range k.sched.entries {
-		held = append(held, e.l)
+		held = append(held, e.l.h)
 	}
 	return held
 }
 
-// stop ends the loop, cancels the renewals in flight and waits for the
+// Stop ends the loop, cancels the renewals in flight and waits for the
 // loop and the workers.
-func (k *leaseKeeper) stop() {
+func (k *Keeper) Stop() {
 	close(k.quit)
 	k.cancel()
 	k.wg.Wait()
 }
 
-func (k *leaseKeeper) poke() {
+// Stopped reports that Stop has begun: the renewals in flight are being
+// cancelled.
+func (k *Keeper) Stopped() bool { return k.ctx.Err() != nil }
+
+// Pokes returns how many times the loop was woken before its planned look
+// (for tests).
+func (k *Keeper) Pokes() int64 { return k.pokes.Load() }
+
+func (k *Keeper) poke() {
 	select {
 	case k.wake <- struct{}{}:
 		k.pokes.Add(1)
@@ -283,7 +375,7 @@ func (k *leaseKeeper) poke() {
 	}
 }
 
-func (k *leaseKeeper) loop() {
+func (k *Keeper) loop() {
 	defer k.wg.Done()
 	defer k.dropPending()
 	timer := time.NewTimer(time.Hour)
@@ -310,15 +402,15 @@ func (k *leaseKeeper) loop() {
 
 // dropPending gives back the renewal turns of a batch that was still being
 // gathered when the loop stopped.
-func (k *leaseKeeper) dropPending() {
+func (k *Keeper) dropPending() {
 	k.mu.Lock()
 	pending := k.pending
 	k.pending = nil
 	k.mu.Unlock()
 	for _, l := range pending {
-		l.mu.Lock()
-		l.endRenewalTurnLocked()
-		l.mu.Unlock()
+		l.h.Lock()
+		l.h.EndRenewalTurnLocked()
+		l.h.Unlock()
 	}
 }
 
@@ -331,17 +423,17 @@ func (k *leaseKeeper) dropPending() {
 // round trip, and locks due in a steady stream share a wake-up. tick
 // returns when to look again, or more: look again at once, there may be
 // more to do now.
-func (k *leaseKeeper) tick(now time.Time) (next time.Time, more bool) {
+func (k *Keeper) tick(now time.Time) (next time.Time, more bool) {
 	nowAt := k.at(now)
-	var expired []*Lock
+	var expired []Holder
 	renewing := 0 // locks taken for renewal by this tick
 
 	k.mu.Lock()
 	for n := 0; k.sched.len() > 0; n++ {
 		e := k.sched.top()
 		if e.at > nowAt {
-			gathering := len(k.pending) > 0 || (renewing > 0 && renewing < renewBurst*maxRenewBatch)
-			early := e.l.schedRenewal && gathering && e.at-int64(e.l.autoRenew/5) <= nowAt
+			gathering := len(k.pending) > 0 || (renewing > 0 && renewing < renewBurst*MaxRenewBatch)
+			early := e.l.schedRenewal && gathering && e.at-int64(e.l.interval/5) <= nowAt
 			if !early {
 				break
 			}
@@ -351,27 +443,28 @@ func (k *leaseKeeper) tick(now time.Time) (next time.Time, more bool) {
 			break
 		}
 		l := e.l
-		l.mu.Lock()
+		h := l.h
+		h.Lock()
 		switch {
-		case l.err != nil || l.releasing:
+		case h.EndedLocked():
 			k.sched.pop() // ended: its end removes it too
-		case l.expiredLocked(now):
+		case h.ExpiredLocked(now):
 			k.sched.pop()
-			expired = append(expired, l)
-		case l.renewalDue(now):
-			l.beginRenewalLocked()
+			expired = append(expired, h)
+		case h.RenewalDueLocked(now):
+			h.BeginRenewalLocked()
 			// While the renewal is in flight, the deadline is what counts.
 			l.schedRenewal = false
-			k.sched.update(l, k.at(l.deadline))
+			k.sched.update(l, k.at(h.DeadlineLocked()))
 			if k.pending == nil {
-				k.pending = batchPool.Get().([]*Lock)
+				k.pending = batchPool.Get().([]*Entry)
 			}
 			if len(k.pending) == 0 {
 				k.pendingAt = e.at
 			}
 			k.pending = append(k.pending, l)
 			renewing++
-			if len(k.pending) == maxRenewBatch {
+			if len(k.pending) == MaxRenewBatch {
 				k.enqueueLocked()
 			}
 		default:
@@ -380,7 +473,7 @@ func (k *leaseKeeper) tick(now time.Time) (next time.Time, more bool) {
 			l.schedRenewal = renewal
 			k.sched.update(l, at)
 		}
-		l.mu.Unlock()
+		h.Unlock()
 	}
 	if !more && len(k.pending) > 0 {
 		k.enqueueLocked()
@@ -392,15 +485,15 @@ func (k *leaseKeeper) tick(now time.Time) (next time.Time, more bool) {
 	next = k.timeAt(k.wakeAt)
 	k.mu.Unlock()
 
-	for _, l := range expired {
-		l.expire()
+	for _, h := range expired {
+		h.Expire()
 	}
 	return next, more
 }
 
 // enqueueLocked hands the batch being gathered to the workers. k.mu must be
 // held.
-func (k *leaseKeeper) enqueueLocked() {
+func (k *Keeper) enqueueLocked() {
 	k.queue = append(k.queue, renewBatch{locks: k.pending, dueAt: k.pendingAt})
 	k.pending = nil
 	k.spawnLocked()
@@ -409,16 +502,16 @@ func (k *leaseKeeper) enqueueLocked() {
 // spawnLocked sets another worker to the queued batches when they need
 // one: when no worker is at work (neither idle nor counted as stalled), or
 // when the first queued batch has come due (a lock of it is due for
-// renewal) while every worker at work is sending, up to maxRenewWorkers.
+// renewal) while every worker at work is sending, up to MaxRenewWorkers.
 // Batches of locks taken early wait for the worker at work: they go one at
 // a time. It wakes an idle worker if there is one, or starts one. k.mu
 // must be held.
-func (k *leaseKeeper) spawnLocked() {
+func (k *Keeper) spawnLocked() {
 	atWork := k.workers - k.stalled - k.idle
 	starting := k.workers - k.idle - k.sending // at work, about to take a batch
 	switch {
 	case len(k.queue) == 0 || starting > 0:
-	case atWork > 0 && (atWork >= maxRenewWorkers || k.queue[0].dueAt > k.at(time.Now())):
+	case atWork > 0 && (atWork >= MaxRenewWorkers || k.queue[0].dueAt > k.at(time.Now())):
 	case k.idle > 0:
 		k.idle--
 		k.work <- struct{}{} // never blocks: one per idle worker, fewer than its capacity
@@ -431,14 +524,14 @@ func (k *leaseKeeper) spawnLocked() {
 
 // worker sends the queued batches, one at a time. With none left it waits
 // up to workerLinger for more (spawnLocked), then ends; it ends at once
-// when more workers than maxRenewWorkers are sending, after a stall ended.
-func (k *leaseKeeper) worker() {
+// when more workers than MaxRenewWorkers are sending, after a stall ended.
+func (k *Keeper) worker() {
 	defer k.wg.Done()
 	linger := time.NewTimer(workerLinger)
 	defer linger.Stop()
 	for {
 		k.mu.Lock()
-		if k.workers-k.stalled > maxRenewWorkers {
+		if k.workers-k.stalled > MaxRenewWorkers {
 			k.workers--
 			k.mu.Unlock()
 			return
@@ -472,12 +565,12 @@ func (k *leaseKeeper) worker() {
 		k.sending++
 		k.spawnLocked() // a due batch behind this one may need another worker
 		k.mu.Unlock()
-		k.renew(batch.locks)
+		k.renewBatch(batch.locks)
 		k.mu.Lock()
 		k.sending--
 		k.mu.Unlock()
 		clear(batch.locks)
-		//lint:ignore SA6002 one small allocation per batch, not per lock; a *[]*Lock kept through the batch costs more code than it saves
+		//lint:ignore SA6002 one small allocation per batch, not per lock; a *[]*Entry kept through the batch costs more code than it saves
 		batchPool.Put(batch.locks[:0])
 	}
 }
@@ -485,7 +578,7 @@ func (k *leaseKeeper) worker() {
 // send makes the backend call of a batch whose timeout is timeout. If it
 // goes unanswered for a quarter of that, the worker counts as stalled
 // meanwhile, and another may start.
-func (k *leaseKeeper) send(ctx context.Context, locks []*Lock, reqs []RenewRequest, timeout time.Duration) ([]RenewResult, error) {
+func (k *Keeper) send(ctx context.Context, reqs []driver.RenewRequest, timeout time.Duration) ([]driver.RenewResult, error) {
 	var fired, done bool // guarded by k.mu
 	stall := time.AfterFunc(max(timeout/4, minRenewStall), func() {
 		k.mu.Lock()
@@ -496,7 +589,7 @@ func (k *leaseKeeper) send(ctx context.Context, locks []*Lock, reqs []RenewReque
 		}
 		k.mu.Unlock()
 	})
-	results, err := k.c.store.Renew(ctx, reqs)
+	results, err := k.renew(ctx, reqs)
 	stall.Stop()
 	k.mu.Lock()
 	done = true
@@ -513,42 +606,50 @@ func (k *leaseKeeper) send(ctx context.Context, locks []*Lock, reqs []RenewReque
 // the shortest renewal interval of the batch, so that a server that does not
 // answer leaves time for a retry before the deadline, and by the latest
 // deadline of the batch, after which no reply is of use.
-func (k *leaseKeeper) renew(batch []*Lock) {
-	sent := now()
+func (k *Keeper) renewBatch(batch []*Entry) {
+	sent := time.Now()
 	stopping := k.ctx.Err() != nil
 	sending := batch[:0] // in place: batch is the keeper's own
-	reqs := make([]RenewRequest, 0, len(batch))
+	reqs := make([]driver.RenewRequest, 0, len(batch))
 	latest := sent
-	timeout := MaxTTL
+	timeout := driver.MaxTTL
 	for _, l := range batch {
-		l.mu.Lock()
-		if stopping || l.err != nil || l.releasing || !sent.Before(l.deadline) {
-			l.endRenewalTurnLocked()
-			l.mu.Unlock()
+		h := l.h
+		h.Lock()
+		deadline := h.DeadlineLocked()
+		if stopping || h.EndedLocked() || !sent.Before(deadline) {
+			h.EndRenewalTurnLocked()
+			h.Unlock()
 			continue
 		}
-		reqs = append(reqs, RenewRequest{Ref: l.ref, TTL: l.ttl})
-		latest = latestOf(latest, l.deadline)
-		timeout = min(timeout, renewTimeout(l.autoRenew))
-		l.mu.Unlock()
+		reqs = append(reqs, h.RenewRequestLocked())
+		if deadline.After(latest) {
+			latest = deadline
+		}
+		timeout = min(timeout, RenewTimeout(l.interval))
+		h.Unlock()
 		sending = append(sending, l)
 	}
 	if len(sending) == 0 {
 		return
 	}
-	ctx, cancel := context.WithDeadline(k.ctx, earliest(latest, sent.Add(timeout)))
-	results, err := k.send(ctx, sending, reqs, timeout)
+	end := sent.Add(timeout)
+	if latest.Before(end) {
+		end = latest
+	}
+	ctx, cancel := context.WithDeadline(k.ctx, end)
+	results, err := k.send(ctx, reqs, timeout)
 	cancel()
 	if err == nil && len(results) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d renewals", len(results), len(reqs))
 	}
-	k.noteRenewals(sent, results, err, len(sending))
+	k.done(sent, results, err, len(sending))
 	for i, l := range sending {
-		res := RenewResult{Err: err}
+		res := driver.RenewResult{Err: err}
 		if err == nil {
 			res = results[i]
 		}
-		l.finishRenewal(sent, reqs[i].TTL, res)
+		l.h.FinishRenewal(sent, reqs[i].TTL, res)
 	}
 	// Back on the schedule at their next renewal, a bounded number per hold
 	// of k.mu.

@@ -1,4 +1,4 @@
-package fencelock
+package lease
 
 import (
 	"maps"
@@ -9,12 +9,12 @@ import (
 
 // TestSchedule checks the keeper's heap against a plain list under random
 // pushes, pops, removals and updates: pop returns the earliest time, every
-// Lock.slot names its entry, and a lock taken out has slot 0.
+// Entry.slot names its entry, and a lock taken out has slot 0.
 func TestSchedule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var s schedule
-	in := map[*Lock]int64{} // the reference: lock → time
-	var all []*Lock
+	in := map[*Entry]int64{} // the reference: entry → time
+	var all []*Entry
 	check := func(step int) {
 		t.Helper()
 		if s.len() != len(in) {
@@ -37,7 +37,7 @@ func TestSchedule(t *testing.T) {
 			}
 		}
 	}
-	pick := func() *Lock {
+	pick := func() *Entry {
 		for l := range in {
 			return l
 		}
@@ -46,7 +46,7 @@ func TestSchedule(t *testing.T) {
 	for step := range 20000 {
 		switch op := rng.IntN(10); {
 		case op < 4 || len(in) == 0:
-			l := &Lock{}
+			l := &Entry{}
 			all = append(all, l)
 			at := rng.Int64N(1000) // many ties
 			s.push(l, at)
@@ -90,9 +90,9 @@ func TestSchedule(t *testing.T) {
 // memory back.
 func TestScheduleShrinks(t *testing.T) {
 	var s schedule
-	locks := make([]*Lock, 20000)
+	locks := make([]*Entry, 20000)
 	for i := range locks {
-		locks[i] = &Lock{}
+		locks[i] = &Entry{}
 		s.push(locks[i], int64(i))
 	}
 	for _, l := range locks[:19000] {

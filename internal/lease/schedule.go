@@ -1,13 +1,13 @@
-package fencelock
+package lease
 
-// schedule orders the locks a lease keeper watches by when it must next look
-// at each (its next renewal, or its local deadline): a min-heap with four
+// schedule orders the holds a Keeper watches by when it must next look at
+// each (its next renewal, or its local deadline): a min-heap with four
 // children per node, so that it is half as deep as a binary heap and an
-// operation touches fewer cache lines at a million locks. Each entry keeps
-// its time next to the pointer, so comparisons never load a Lock; each Lock
-// records its place (Lock.slot), so that taking a lock out or moving its
-// time is O(log n). It is not safe for concurrent use: the keeper guards it
-// with leaseKeeper.mu, which also guards every Lock.slot.
+// operation touches fewer cache lines at a million holds. Each entry keeps
+// its time next to the pointer, so comparisons never load an Entry; each
+// Entry records its place (Entry.slot), so that taking a hold out or moving
+// its time is O(log n). It is not safe for concurrent use: the Keeper
+// guards it with Keeper.mu, which also guards every Entry.slot.
 type schedule struct {
 	entries []schedEntry
 }
@@ -16,7 +16,7 @@ type schedule struct {
 // since the keeper's epoch on the monotonic clock.
 type schedEntry struct {
 	at int64
-	l  *Lock
+	l  *Entry
 }
 
 const schedArity = 4
@@ -30,30 +30,30 @@ func (s *schedule) len() int { return len(s.entries) }
 func (s *schedule) top() schedEntry { return s.entries[0] }
 
 // contains reports whether l is in the schedule.
-func (s *schedule) contains(l *Lock) bool { return l.slot != 0 }
+func (s *schedule) contains(l *Entry) bool { return l.slot != 0 }
 
 // push adds l, which must not be in the schedule, at time at.
-func (s *schedule) push(l *Lock, at int64) {
+func (s *schedule) push(l *Entry, at int64) {
 	s.entries = append(s.entries, schedEntry{at: at, l: l})
 	s.up(len(s.entries) - 1)
 }
 
 // pop removes and returns the earliest lock; the schedule must not be empty.
-func (s *schedule) pop() *Lock {
+func (s *schedule) pop() *Entry {
 	l := s.entries[0].l
 	s.removeAt(0)
 	return l
 }
 
 // remove takes l out of the schedule, if it is in it.
-func (s *schedule) remove(l *Lock) {
+func (s *schedule) remove(l *Entry) {
 	if l.slot != 0 {
 		s.removeAt(int(l.slot) - 1)
 	}
 }
 
 // update moves l, which must be in the schedule, to time at.
-func (s *schedule) update(l *Lock, at int64) {
+func (s *schedule) update(l *Entry, at int64) {
 	i := int(l.slot) - 1
 	old := s.entries[i].at
 	s.entries[i].at = at

@@ -17,7 +17,7 @@ import (
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/internal/childtest"
 	"github.com/fencelock/fencelock/redisbackend"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // Deterministic tests of grants (driver.Turn.Grant): a release hands the

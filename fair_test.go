@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // Deterministic tests of WithFairness over the memory backend's line of

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // Deterministic tests of hand-offs (driver.Lines.HandOff): a release

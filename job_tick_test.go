@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // A tick runs at most once, whatever the delay of the instances that ask

@@ -1,7 +1,7 @@
 package fencelock_test
 
 // Deterministic tests of the lease keeper's schedule (internal/lease) on
-// virtual time (testing/synctest) over testing/memorybackend: which locks each
+// virtual time (testing/synctest) over memorybackend: which locks each
 // renewal call carries and when it is made, batches and how many are in
 // flight, releases and losses while renewals wait or are in flight, and the
 // order and instant of loss signals.
@@ -22,7 +22,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // kpCall is one Renew call: when it was made and the keys it renewed.

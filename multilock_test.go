@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // Two callers that list the same keys in opposite orders never deadlock:

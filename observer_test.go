@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // hookLog records the events of a Client's hooks as lines, each stamped

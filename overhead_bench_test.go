@@ -9,7 +9,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // BenchmarkClientOverhead measures what the Client itself costs per

@@ -1,6 +1,6 @@
 package fencelock_test
 
-// Deterministic timing tests of the Client over testing/memorybackend,
+// Deterministic timing tests of the Client over memorybackend,
 // under testing/synctest: time is virtual inside each bubble, so deadlines,
 // renewal schedules, wait bounds and backoff are asserted exactly (or within
 // the documented jitter). Every bubble closes its Clients and its backend
@@ -22,7 +22,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 const tmNS = fencelock.DefaultNamespace

@@ -34,11 +34,11 @@ fi
 # What a library user downloads: the library's packages may import the
 # standard library, go-redis and what go-redis imports, and nothing else
 # (not the test harness under testing/, not pgx, SQLite or etcd).
-library=(. ./driver ./redisbackend ./redlock ./fence ./idempotency)
+library=(. ./driver ./redisbackend ./redlock ./memorybackend ./fence ./idempotency)
 allowed=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' github.com/redis/go-redis/v9)
 extra=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "${library[@]}" |
 	grep -vxF -f <(echo "$allowed") |
-	grep -vE '^github\.com/fencelock/fencelock(/(driver|internal/[a-z]+|redisbackend|redlock|fence|idempotency))?$' || true)
+	grep -vE '^github\.com/fencelock/fencelock(/(driver|internal/[a-z]+|redisbackend|redlock|memorybackend|fence|idempotency))?$' || true)
 if [ -n "$extra" ]; then
 	echo "check: the library's packages (${library[*]}) import these; only the standard library and go-redis may be:" >&2
 	echo "$extra" >&2
@@ -102,7 +102,7 @@ if ! go run "$gocyclo" -over 40 -ignore '/testdata/' .; then
 	echo "check: split the functions above into named steps (at most 40 anywhere)" >&2
 	exit 1
 fi
-library_code=(./*.go driver redisbackend redlock fence idempotency testing/memorybackend etcdbackend/*.go fencelockprom)
+library_code=(./*.go driver redisbackend redlock fence idempotency memorybackend etcdbackend/*.go fencelockprom)
 if ! go run "$gocyclo" -over 25 -ignore '_test\.go$' "${library_code[@]}"; then
 	echo "check: split the library functions above into named steps (at most 25 in library code)" >&2
 	exit 1

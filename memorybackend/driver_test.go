@@ -5,7 +5,7 @@ import (
 
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/driver/drivertest"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 // The memory backend keeps the driver contract, for every kind of hold.

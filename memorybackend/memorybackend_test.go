@@ -3,13 +3,14 @@ package memorybackend_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
-	"github.com/fencelock/fencelock/testing/memorybackend"
+	"github.com/fencelock/fencelock/memorybackend"
 )
 
 func ref(key, token string) driver.Ref {
@@ -525,24 +526,34 @@ func TestInvalidArguments(t *testing.T) {
 	}
 }
 
-func TestInjectPanicsOnMistakes(t *testing.T) {
-	b := memorybackend.New()
-	defer b.Close()
-	for _, f := range []memorybackend.Fault{
-		{},
-		{Ops: 1 << 6},
-		{Ops: memorybackend.Acquire, Times: -1},
-		{Ops: memorybackend.Acquire, ReplyDelay: -1},
-		{Ops: memorybackend.Acquire, Refuse: true, LoseReply: true},
+// A Fault that can only be a mistake fails every call, until cleared, with
+// an InvalidArgumentError naming the bad field and value: the test that
+// injected it sees why, and nothing panics.
+func TestInjectMistakeFailsCalls(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		f     memorybackend.Fault
+		field string
+	}{
+		{memorybackend.Fault{}, "Ops"},
+		{memorybackend.Fault{Ops: 1 << 6}, "Ops"},
+		{memorybackend.Fault{Ops: memorybackend.Acquire, Times: -1}, "Times"},
+		{memorybackend.Fault{Ops: memorybackend.Acquire, RequestDelay: -1}, "RequestDelay"},
+		{memorybackend.Fault{Ops: memorybackend.Acquire, ReplyDelay: -1}, "ReplyDelay"},
+		{memorybackend.Fault{Ops: memorybackend.Acquire, Refuse: true, LoseReply: true}, "Refuse and LoseReply"},
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Inject(%+v) did not panic", f)
-				}
-			}()
-			b.Inject(f)
-		}()
+		b := memorybackend.New()
+		clear := b.Inject(tc.f)
+		_, err := b.Renew(ctx, []driver.RenewRequest{{Ref: ref("k", "t"), TTL: time.Second}})
+		var ia *fencelock.InvalidArgumentError
+		if !errors.As(err, &ia) || ia.Name != "memorybackend.Fault."+tc.field || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Renew after Inject(%+v): %v, want an InvalidArgumentError naming Fault.%s", tc.f, err, tc.field)
+		}
+		clear()
+		if _, err := b.Renew(ctx, []driver.RenewRequest{{Ref: ref("k", "t"), TTL: time.Second}}); err != nil {
+			t.Errorf("Renew after clearing the mistaken fault: %v", err)
+		}
+		b.Close()
 	}
 }
 
@@ -557,3 +568,6 @@ func TestOpString(t *testing.T) {
 		}
 	}
 }
+
+// The synctest example (example_synctest_test.go) runs as a test.
+func TestExampleSynctest(t *testing.T) { holderLearnsOfLoss(t) }

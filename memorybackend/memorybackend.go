@@ -35,9 +35,10 @@
 // It is not a lock store for production: nothing is shared between
 // processes and nothing survives the process.
 //
-// It is the test harness of fencelock's own modules (the library, cmd,
-// etcdbackend, fencelockprom), public so that each of them can use it; it
-// is not part of the library's API, and no library package imports it.
+// Use it to unit-test code that takes locks: pass New() to fencelock.New
+// where the service passes redisbackend.New(rdb). The examples show a
+// store outage and, in a synctest bubble, a lease that runs out in virtual
+// time.
 package memorybackend
 
 import (

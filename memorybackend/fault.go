@@ -2,9 +2,10 @@ package memorybackend
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/driver"
 )
 
 // Fault is a failure of the calls of some operations, for Inject. Its
@@ -43,7 +44,8 @@ type Fault struct {
 // faultEntry is an injected fault and the calls it may still hit.
 type faultEntry struct {
 	Fault
-	left int // calls left when Times > 0
+	left    int   // calls left when Times > 0
+	mistake error // a mistaken Fault: every call fails with it
 }
 
 // Inject makes f hit the next calls of f.Ops (f.Times of them, or all
@@ -53,20 +55,41 @@ type faultEntry struct {
 // (calls that already matched it keep it); it is safe to call more than
 // once, and after the fault went away by itself.
 //
-// Inject panics on a Fault that can only be a mistake: no Ops or unknown
-// ones, a negative Times or delay, or both Refuse and LoseReply.
+// A Fault that can only be a mistake (no Ops or unknown ones, a negative
+// Times or delay, both Refuse and LoseReply) makes every call fail, until
+// cleared, with an InvalidArgumentError that names the bad field, so the
+// test that injected it learns why at its first call.
 func (b *Backend) Inject(f Fault) (clear func()) {
+	if err := f.mistake(); err != nil {
+		f = Fault{Ops: AllOps}
+		e := &faultEntry{Fault: f, mistake: err}
+		return b.addFault(e)
+	}
+	return b.addFault(&faultEntry{Fault: f, left: f.Times})
+}
+
+// mistake returns the error of a Fault that can only be a mistake, or nil.
+func (f Fault) mistake() error {
+	bad := func(field string, value any, reason string) error {
+		return &driver.InvalidArgumentError{Name: "memorybackend.Fault." + field, Value: value, Reason: reason}
+	}
 	switch {
 	case f.Ops == 0 || f.Ops&^AllOps != 0:
-		panic(fmt.Sprintf("memorybackend: Inject: invalid Ops %v", f.Ops))
+		return bad("Ops", f.Ops, "must name operations (Acquire, Release, Renew, TTL)")
 	case f.Times < 0:
-		panic(fmt.Sprintf("memorybackend: Inject: negative Times %d", f.Times))
-	case f.RequestDelay < 0 || f.ReplyDelay < 0:
-		panic(fmt.Sprintf("memorybackend: Inject: negative delay (request %v, reply %v)", f.RequestDelay, f.ReplyDelay))
+		return bad("Times", f.Times, "must not be negative")
+	case f.RequestDelay < 0:
+		return bad("RequestDelay", f.RequestDelay, "must not be negative")
+	case f.ReplyDelay < 0:
+		return bad("ReplyDelay", f.ReplyDelay, "must not be negative")
 	case f.Refuse && f.LoseReply:
-		panic("memorybackend: Inject: a request cannot be both refused and applied (Refuse and LoseReply)")
+		return bad("Refuse and LoseReply", true, "a request cannot be both refused and applied")
 	}
-	e := &faultEntry{Fault: f, left: f.Times}
+	return nil
+}
+
+// addFault adds e, newest first, and returns what removes it.
+func (b *Backend) addFault(e *faultEntry) (clear func()) {
 	b.mu.Lock()
 	b.faults = append(b.faults, e)
 	b.mu.Unlock()
@@ -88,7 +111,7 @@ func (b *Backend) removeFaultLocked(e *faultEntry) {
 
 // takeFaultLocked returns the fault for a call of op, using up one of its
 // Times. b.mu must be held.
-func (b *Backend) takeFaultLocked(op Op) Fault {
+func (b *Backend) takeFaultLocked(op Op) (Fault, error) {
 	for i := len(b.faults) - 1; i >= 0; i-- {
 		e := b.faults[i]
 		if e.Ops&op == 0 {
@@ -99,9 +122,9 @@ func (b *Backend) takeFaultLocked(op Op) Fault {
 				b.removeFaultLocked(e)
 			}
 		}
-		return e.Fault
+		return e.Fault, e.mistake
 	}
-	return Fault{}
+	return Fault{}, nil
 }
 
 // Pause stops the store, as SIGSTOP stops a server: from now on every
@@ -204,8 +227,11 @@ func do[T any](b *Backend, ctx context.Context, op Op, apply func(now time.Time)
 	b.calls.Add(1)
 	defer b.calls.Done()
 	b.counts[opIndex(op)].Attempted++
-	f := b.takeFaultLocked(op)
+	f, mistake := b.takeFaultLocked(op)
 	b.mu.Unlock()
+	if mistake != nil {
+		return zero, mistake
+	}
 
 	var (
 		val T

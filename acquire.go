@@ -91,7 +91,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration) 
 		return driver.Request{}, lockError("acquire", key, err)
 	}
 	owner := token
-	if o, ok := OwnerFromContext(ctx); ok {
+	if o, ok := ownerFromContext(ctx); ok {
 		if o == "" {
 			return driver.Request{}, invalid("owner", o, "WithOwner needs a non-empty owner")
 		}

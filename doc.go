@@ -24,7 +24,7 @@
 // and Leader elect one leader whose fence is its term (election.go);
 // Inspect, ReleaseToken and ForceRelease manage a lock by its key, without
 // the *Lock (manage.go); WithIdentity stores who holds each lock (host:pid,
-// DefaultIdentity) for Inspect and the fencelock command's ls and inspect
+// defaultIdentity) for Inspect and the fencelock command's ls and inspect
 // (options.go).
 //
 // Beside the lock, with holds of their own that are *Lock values too
@@ -89,12 +89,12 @@
 // ended gets its own error alone, and no request is sent. Every error is
 // one line. A nil context is bad input too: every call that returns an
 // error refuses it (ErrInvalidArgument, naming ctx) before it sends
-// anything; WithOwner, OwnerFromContext and the Context methods, which
+// anything; WithOwner, ownerFromContext and the Context methods, which
 // return no error, panic with a message that names the nil context.
 //
 // During an outage, every call is bounded: TryAcquire by its context and the
 // lease it asks for; Acquire and Do by their context and WithWait, or, with
-// no deadline at all, by DefaultMaxFailures consecutive failures
+// no deadline at all, by defaultMaxFailures consecutive failures
 // (WithMaxFailures); Release by a few seconds, after which it goes on in the
 // background.
 //

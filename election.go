@@ -10,13 +10,13 @@ import (
 )
 
 // Leader election, built on the lock: the leader is whoever holds the lock
-// named ElectionLockPrefix + election, with the candidate's id as owner
+// named electionLockPrefix + election, with the candidate's id as owner
 // (WithOwner). Its fence is its term: strictly greater for every new
 // leadership, so a resource that checks it refuses a deposed leader.
 
-// ElectionLockPrefix is prefixed to an election's name to make the key of
+// electionLockPrefix is prefixed to an election's name to make the key of
 // its lock.
-const ElectionLockPrefix = "election:"
+const electionLockPrefix = "election:"
 
 // Leadership is a won election: held, and renewed by the Client, until
 // Resign or until it is lost. Its methods are safe for concurrent use.
@@ -60,7 +60,7 @@ func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Dur
 	// acquisition and its release must wake them too (driver.Request.Notify,
 	// driver.ReleaseRequest.Notify).
 	opts = append(opts[:len(opts):len(opts)], notifyWatchers()) // never into the caller's array
-	lk, err := c.Acquire(WithOwner(ctx, id), ElectionLockPrefix+election, ttl, opts...)
+	lk, err := c.Acquire(WithOwner(ctx, id), electionLockPrefix+election, ttl, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (c *Client) Leader(ctx context.Context, election string) (Leader, error) {
 	if election == "" {
 		return Leader{}, invalid("election", election, "must not be empty")
 	}
-	info, err := c.Inspect(ctx, ElectionLockPrefix+election)
+	info, err := c.Inspect(ctx, electionLockPrefix+election)
 	return leaderOf(info), err
 }
 
@@ -204,7 +204,7 @@ func (c *Client) Observe(ctx context.Context, election string) iter.Seq2[Leader,
 			yield(Leader{}, invalid("election", election, "must not be empty"))
 			return
 		}
-		key := ElectionLockPrefix + election
+		key := electionLockPrefix + election
 		inspector, err := c.inspector("observe", key)
 		if err != nil {
 			yield(Leader{}, err)

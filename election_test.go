@@ -16,8 +16,8 @@ import (
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/internal/childtest"
-	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/memorybackend"
+	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -25,3 +25,19 @@ const (
 // KeeperPokes returns how many times the lease keeper's loop was woken
 // before its planned look.
 func KeeperPokes(c *Client) int64 { return c.leases.Pokes() }
+
+// Defaults and limits the package keeps to itself, for its tests.
+const (
+	DefaultMaxFailures         = defaultMaxFailures
+	DefaultSafetyMargin        = defaultSafetyMargin
+	JobRecordLifeWithoutPeriod = jobRecordLifeWithoutPeriod
+	MaxIdentityLen             = maxIdentityLen
+	ElectionLockPrefix         = electionLockPrefix
+	JobLockPrefix              = jobLockPrefix
+)
+
+// DefaultIdentity and OwnerFromContext, for the package's tests.
+var (
+	DefaultIdentity  = defaultIdentity
+	OwnerFromContext = ownerFromContext
+)

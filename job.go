@@ -50,8 +50,8 @@ type Job struct {
 	LockAtMost time.Duration
 }
 
-// JobLockPrefix is prefixed to a Job's Name to make the key its runs lock.
-const JobLockPrefix = "job:"
+// jobLockPrefix is prefixed to a Job's Name to make the key its runs lock.
+const jobLockPrefix = "job:"
 
 // RunJob runs fn for the tick of job scheduled at scheduled, unless another
 // instance is running or has run that tick; it reports whether fn ran here.
@@ -72,7 +72,7 @@ const JobLockPrefix = "job:"
 // the tick as owner (WithOwner), so Inspect shows it.
 //
 // The record lives Period plus LockAtMost after the run's acquisition
-// (JobRecordLifeWithoutPeriod plus LockAtMost for a job with no Period; at
+// (jobRecordLifeWithoutPeriod plus LockAtMost for a job with no Period; at
 // most MaxTTL), and each run's claim replaces it: one key per job. RunJob
 // refuses a tick whose period is over by the local clock, so while the
 // record lives, every instance whose clock is within LockAtMost of the
@@ -121,7 +121,7 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 	if job.Period > 0 {
 		tick = scheduled.Truncate(job.Period)
 	}
-	owner := fmt.Sprintf("%s%s@%s", JobLockPrefix, job.Name, tick.UTC().Format(time.RFC3339Nano))
+	owner := fmt.Sprintf("%s%s@%s", jobLockPrefix, job.Name, tick.UTC().Format(time.RFC3339Nano))
 	wait := WithWait(0)
 	if job.Period > 0 {
 		// Bounded by the local clock: the tick's period as this instance
@@ -132,7 +132,7 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 		}
 		wait = WithWait(left)
 	}
-	lk, err := c.Acquire(WithOwner(ctx, owner), JobLockPrefix+job.Name, job.LockAtMost, wait, claimTick(tickName(tick), job.recordLife()))
+	lk, err := c.Acquire(WithOwner(ctx, owner), jobLockPrefix+job.Name, job.LockAtMost, wait, claimTick(tickName(tick), job.recordLife()))
 	if claimed := asTickClaimed(err); claimed != nil {
 		if claimed.sameTick() {
 			return false, nil // another instance has the tick
@@ -216,18 +216,18 @@ func (job Job) validate(scheduled time.Time, fn func(context.Context, *Lock) err
 	return nil
 }
 
-// JobRecordLifeWithoutPeriod is how long, beyond LockAtMost, the record
+// jobRecordLifeWithoutPeriod is how long, beyond LockAtMost, the record
 // of a Job with no Period keeps its last claimed tick: a week. An instance
 // late by less than that for such a tick skips it. The record is one key
 // per job, rewritten by each tick's run, so a long life costs nothing more.
-const JobRecordLifeWithoutPeriod = 7 * 24 * time.Hour
+const jobRecordLifeWithoutPeriod = 7 * 24 * time.Hour
 
 // recordLife is how long the record of a run of job keeps its tick: its
-// Period (or JobRecordLifeWithoutPeriod) plus LockAtMost, at most MaxTTL.
+// Period (or jobRecordLifeWithoutPeriod) plus LockAtMost, at most MaxTTL.
 func (job Job) recordLife() time.Duration {
 	life := job.Period
 	if life == 0 {
-		life = JobRecordLifeWithoutPeriod
+		life = jobRecordLifeWithoutPeriod
 	}
 	if life > MaxTTL-job.LockAtMost {
 		return MaxTTL

@@ -98,7 +98,7 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res driver.Renew
 		// so the holder had better know now than at the deadline. (A
 		// release would be refused too: the hold lapses on the server.)
 		l.mu.Unlock()
-		l.loseWith(fmt.Errorf("%w: renewal refused: %w", ErrLost, res.Err), LostRefused, "renewal refused: "+res.Err.Error(), false)
+		l.loseWith(fmt.Errorf("%w: renewal refused: %w", ErrLost, res.Err), lostRefused, "renewal refused: "+res.Err.Error(), false)
 	case res.Err != nil:
 		if !errors.Is(res.Err, ErrNotSent) {
 			// It may have been applied, with a shorter ttl than before.
@@ -118,7 +118,7 @@ func (l *Lock) finishRenewal(sent time.Time, ttl time.Duration, res driver.Renew
 			"deadline_in", time.Until(deadline).Round(time.Millisecond), "error", res.Err)
 	case !res.Held:
 		l.mu.Unlock()
-		l.lose(LostGone, "renewal found the lock gone (expired, deleted or taken over)", false)
+		l.lose(lostGone, "renewal found the lock gone (expired, deleted or taken over)", false)
 	default:
 		end := c.grantedEnd(sent, ttl, res.Validity)
 		if l.unsettled > 0 && l.unsettled < ttl {

@@ -382,20 +382,20 @@ func (l *Lock) whenEnded(f func(error)) (stop func()) {
 func (l *Lock) expire() {
 	if l.maxHoldPassed() {
 		l.loseWith(fmt.Errorf("%w: %w (%v)", ErrLost, ErrMaxHoldExceeded, l.maxHold),
-			LostMaxHold, fmt.Sprintf("held for its maximum of %v (WithMaxHold)", l.maxHold), true)
+			lostMaxHold, fmt.Sprintf("held for its maximum of %v (WithMaxHold)", l.maxHold), true)
 		return
 	}
-	l.lose(LostDeadline, "the lease deadline passed without a successful renewal", true)
+	l.lose(lostDeadline, "the lease deadline passed without a successful renewal", true)
 }
 
 // lose ends the lock with ErrLost, logging why. With release, or when a late
 // acquire copy may still arrive, the hold is released in the background.
-func (l *Lock) lose(why LostReason, reason string, release bool) {
+func (l *Lock) lose(why string, reason string, release bool) {
 	l.loseWith(fmt.Errorf("%w: %s", ErrLost, reason), why, reason, release)
 }
 
 // loseWith is lose with the lock's error given: err must match ErrLost.
-func (l *Lock) loseWith(err error, why LostReason, reason string, release bool) {
+func (l *Lock) loseWith(err error, why string, reason string, release bool) {
 	if !l.end(err) {
 		return
 	}

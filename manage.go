@@ -93,7 +93,7 @@ func (c *Client) checkKey(op, key string) error {
 // the caller can decide.
 //
 // A *Lock of this Client for the same hold ends at once, lost (ErrLost,
-// LostGone), and this Client's waiters for the key go ahead; it ends too
+// lostGone), and this Client's waiters for the key go ahead; it ends too
 // when the release could not be confirmed (the hold may be gone), and then
 // a retry that finds the hold gone counts it as released. A *Lock of
 // another Client or process learns that the hold is gone at its next
@@ -153,7 +153,7 @@ func (c *Client) heldUntilHere(ref driver.Ref) time.Time {
 func (c *Client) endHere(ref driver.Ref, reason string) {
 	if h := c.leases.Find(ref); h != nil {
 		lk := (*Lock)(h.(*keptLock))
-		lk.lose(LostGone, reason, false)
+		lk.lose(lostGone, reason, false)
 	}
 }
 
@@ -181,7 +181,7 @@ const maxForceRounds = 5
 // fence counters are left alone: the next acquisition still gets a larger
 // fence, and a holder that was forced out, if it is still running, has its
 // writes refused by the fencing check. Its *Lock ends at once, lost
-// (ErrLost, LostGone), when it is of this Client; of another Client or
+// (ErrLost, lostGone), when it is of this Client; of another Client or
 // process, at its next renewal.
 //
 // It returns the state the name had before, of every kind (AnyHeld false:

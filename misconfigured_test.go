@@ -130,7 +130,7 @@ func TestMisconfiguredAcquireFailsAtOnce(t *testing.T) {
 					t.Fatalf("%s: acquired with refused credentials", acq.name)
 				}
 				checkRefused(t, acq.name, err)
-				if e := ev.last(); e.Attempts < 1 || e.Attempts > tc.attempts || e.Outcome != fencelock.OutcomeMisconfigured {
+				if e := ev.last(); e.Attempts < 1 || e.Attempts > tc.attempts || e.Outcome != "misconfigured" {
 					t.Errorf("%s: %d attempts, outcome %v; want at most %d, outcome misconfigured", acq.name, e.Attempts, e.Outcome, tc.attempts)
 				}
 			}
@@ -140,7 +140,7 @@ func TestMisconfiguredAcquireFailsAtOnce(t *testing.T) {
 
 // A held lock whose user loses its permissions: the next renewal is
 // refused, and the lock is lost at once (ErrLost and ErrMisconfigured,
-// LostRefused), with no retry; TTL and Refresh are refused likewise; a
+// reason "refused"), with no retry; TTL and Refresh are refused likewise; a
 // Release refused is not retried in the background, so Close has nothing
 // left to wait for.
 func TestMisconfiguredRenewalAndRelease(t *testing.T) {
@@ -187,7 +187,7 @@ func TestMisconfiguredRenewalAndRelease(t *testing.T) {
 		return len(lost) > 0 && failedRenewals > 0
 	})
 	mu.Lock()
-	if len(lost) != 1 || lost[0].Reason != fencelock.LostRefused {
+	if len(lost) != 1 || lost[0].Reason != "refused" {
 		t.Errorf("Lost events %+v; want one, reason refused", lost)
 	}
 	if failedRenewals != 1 {
@@ -230,7 +230,7 @@ func TestMisconfiguredChannels(t *testing.T) {
 	}
 	_, err = waiter.Acquire(ctx, "k", 10*time.Second, fencelock.WithWait(5*time.Second))
 	checkRefused(t, "Acquire of a held lock", err)
-	if e := ev.last(); e.Attempts != 1 || e.Outcome != fencelock.OutcomeMisconfigured {
+	if e := ev.last(); e.Attempts != 1 || e.Outcome != "misconfigured" {
 		t.Errorf("waiter: %d attempts, outcome %v; want 1, misconfigured", e.Attempts, e.Outcome)
 	}
 	checkRefused(t, "Release of a lock waited for", lk.Release(ctx))

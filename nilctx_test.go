@@ -90,7 +90,6 @@ func TestNilContext(t *testing.T) {
 	}
 	panics := map[string]func(){
 		"WithOwner":          func() { fencelock.WithOwner(nilCtx, "o") },
-		"OwnerFromContext":   func() { fencelock.OwnerFromContext(nilCtx) },
 		"Lock.Context":       func() { lk.Context(nilCtx) },
 		"MultiLock.Context":  func() { m.Context(nilCtx) },
 		"Leadership.Context": func() { leader.Context(nilCtx) },

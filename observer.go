@@ -82,124 +82,62 @@ const (
 	KindWrite     = driver.KindWrite     // the write hold of an RWLock
 )
 
-// AcquireOutcome says how an acquire call ended.
-type AcquireOutcome uint8
-
-// How an acquire call can end.
-const (
-	// OutcomeAcquired: the call returned a held Lock.
-	OutcomeAcquired AcquireOutcome = iota
-	// OutcomeNotAcquired: someone else held the lock (the error matches
-	// ErrNotAcquired): TryAcquire found it taken, or the wait ended (the
-	// context, WithWait) while it was.
-	OutcomeNotAcquired
-	// OutcomeUnavailable: the backend could not be reached or did not answer
-	// in time (ErrUnavailable).
-	OutcomeUnavailable
-	// OutcomeInvalid: the call was refused: an invalid argument or option
-	// (ErrInvalidArgument), a primitive the backend lacks (ErrUnsupported),
-	// a failing token generator.
-	OutcomeInvalid
-	// OutcomeClosed: the Client was closed before or while the call waited
-	// (ErrClosed).
-	OutcomeClosed
-	// OutcomeCanceled: the caller's context ended the call before any
-	// attempt learnt anything of the lock (the error matches only the
-	// context's error): neither contention nor an outage.
-	OutcomeCanceled
-	// OutcomeMisconfigured: the backend refused the client's credentials or
-	// permissions (ErrMisconfigured).
-	OutcomeMisconfigured
-)
-
-// String returns "acquired", "not_acquired", "unavailable", "invalid",
-// "closed", "canceled" or "misconfigured" (fit for a metric label).
-func (o AcquireOutcome) String() string {
-	switch o {
-	case OutcomeAcquired:
-		return "acquired"
-	case OutcomeNotAcquired:
-		return "not_acquired"
-	case OutcomeUnavailable:
-		return "unavailable"
-	case OutcomeInvalid:
-		return "invalid"
-	case OutcomeClosed:
-		return "closed"
-	case OutcomeCanceled:
-		return "canceled"
-	case OutcomeMisconfigured:
-		return "misconfigured"
-	}
-	return "unknown"
-}
-
-// outcomeOf classifies the result of an acquire call.
-func outcomeOf(err error) AcquireOutcome {
+// outcomeOf is AcquireEvent.Outcome for the result of an acquire call.
+func outcomeOf(err error) string {
 	switch {
 	case err == nil:
-		return OutcomeAcquired
+		return "acquired"
 	case errors.Is(err, ErrClosed): // first: a wait Close ended is also not acquired
-		return OutcomeClosed
+		return "closed"
 	case errors.Is(err, ErrNotAcquired):
-		return OutcomeNotAcquired
+		return "not_acquired"
 	case errors.Is(err, ErrUnavailable):
-		return OutcomeUnavailable
+		return "unavailable"
 	case errors.Is(err, ErrMisconfigured):
-		return OutcomeMisconfigured
+		return "misconfigured"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return OutcomeCanceled
+		return "canceled"
 	default:
-		return OutcomeInvalid
+		return "invalid"
 	}
 }
 
-// LostReason says why a lock was lost.
-type LostReason uint8
-
-// Why a lock can be lost.
+// Why a lock can be lost: LostEvent.Reason.
 const (
-	// LostGone: the server no longer had the hold when a renewal, Refresh or
-	// Release asked (its lease had ended, or it was deleted or taken over).
-	LostGone LostReason = iota
-	// LostDeadline: the local lease deadline passed without a successful
-	// renewal (the server was unreachable or slow, or the lock was not
-	// renewed).
-	LostDeadline
-	// LostMaxHold: the lock was held for its WithMaxHold bound.
-	LostMaxHold
-	// LostRefused: a renewal (or Refresh) was refused for the client's
-	// configuration (ErrMisconfigured): no later one can succeed, so the
-	// holder is told at once rather than at the deadline.
-	LostRefused
+	lostGone     = "gone"
+	lostDeadline = "deadline"
+	lostMaxHold  = "max_hold"
+	lostRefused  = "refused"
 )
-
-// String returns "gone", "deadline", "max_hold" or "refused" (fit for a
-// metric label).
-func (r LostReason) String() string {
-	switch r {
-	case LostGone:
-		return "gone"
-	case LostDeadline:
-		return "deadline"
-	case LostMaxHold:
-		return "max_hold"
-	case LostRefused:
-		return "refused"
-	}
-	return "unknown"
-}
 
 // AcquireEvent reports the end of an acquire call (Hooks.AcquireDone).
 type AcquireEvent struct {
 	Key      string // the lock key (a Semaphore's or RWLock's name), without namespace
 	Kind     Kind
-	Outcome  AcquireOutcome
+	Outcome  string        // how the call ended, fit for a metric label: see below
 	Wait     time.Duration // from the start of the call to its end, attempts included
 	Attempts int           // acquire requests sent (0 when refused before any, or when a release by another goroutine of the Client handed the lock over: see driver.Lines.HandOff)
 	Fence    int64         // the Lock's fence when acquired, else 0
 	Err      error         // the call's error; nil when acquired
 }
+
+// An AcquireEvent's Outcome is one of:
+//
+//   - "acquired": the call returned a held Lock (Err is nil);
+//   - "not_acquired": someone else held the lock (Err matches
+//     ErrNotAcquired): TryAcquire found it taken, or the wait ended (the
+//     context, WithWait) while it was;
+//   - "unavailable": the store could not be reached or did not answer in
+//     time (ErrUnavailable);
+//   - "misconfigured": the store refused the client's credentials or
+//     permissions (ErrMisconfigured);
+//   - "closed": the Client was closed before or while the call waited
+//     (ErrClosed);
+//   - "canceled": the caller's context ended the call before any attempt
+//     learnt anything of the lock (Err matches only the context's error);
+//   - "invalid": the call was refused: an invalid argument or option
+//     (ErrInvalidArgument), a kind of hold the store lacks (ErrUnsupported),
+//     a failing token generator.
 
 // WaitEvent reports that an acquire call began or stopped waiting
 // (Hooks.WaitStart, Hooks.WaitDone).
@@ -222,9 +160,21 @@ type LostEvent struct {
 	Key    string
 	Kind   Kind
 	Fence  int64
-	Reason LostReason
+	Reason string        // why, fit for a metric label: see below
 	Held   time.Duration // from the sending of the acquiring request to the loss
 }
+
+// A LostEvent's Reason is one of:
+//
+//   - "gone": the store no longer had the hold when a renewal, Refresh or
+//     Release asked (its lease had ended, or it was deleted or taken over);
+//   - "deadline": the local lease deadline passed without a successful
+//     renewal (the store was unreachable or slow, or the lock was not
+//     renewed);
+//   - "max_hold": the lock was held for its WithMaxHold bound;
+//   - "refused": a renewal (or Refresh) was refused for the client's
+//     configuration (ErrMisconfigured): no later one can succeed, so the
+//     holder is told at once rather than at the deadline.
 
 // RenewalEvent reports one batch of automatic renewals, one round trip to
 // the backend (Hooks.RenewalDone).
@@ -349,7 +299,7 @@ func (l *Lock) endReleased(ctx context.Context, err error) {
 }
 
 // noteLost reports the loss of l.
-func (l *Lock) noteLost(reason LostReason) {
+func (l *Lock) noteLost(reason string) {
 	if h := l.client.hooks.Lost; h != nil {
 		h(LostEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Reason: reason, Held: l.held()})
 	}

@@ -54,7 +54,7 @@ func (h *hookLog) take() []string {
 func (h *hookLog) hooks() fencelock.Hooks {
 	return fencelock.Hooks{
 		AcquireDone: func(_ context.Context, e fencelock.AcquireEvent) {
-			if (e.Err == nil) != (e.Outcome == fencelock.OutcomeAcquired) {
+			if (e.Err == nil) != (e.Outcome == "acquired") {
 				h.add("BAD acquire %s: outcome %v with error %v", e.Key, e.Outcome, e.Err)
 			}
 			h.add("acquire %s %v %v wait=%v attempts=%d fence=%d", e.Key, e.Kind, e.Outcome, e.Wait, e.Attempts, e.Fence)
@@ -337,7 +337,7 @@ func TestHooksContext(t *testing.T) {
 		name := func(ctx context.Context) string { s, _ := ctx.Value(callKey{}).(string); return s }
 		c := e.client("a", fencelock.WithHooks(fencelock.Hooks{
 			AcquireDone: func(ctx context.Context, ev fencelock.AcquireEvent) {
-				got = append(got, "acquire "+ev.Outcome.String()+" in "+name(ctx))
+				got = append(got, "acquire "+ev.Outcome+" in "+name(ctx))
 			},
 			WaitStart: func(ctx context.Context, _ fencelock.WaitEvent) { got = append(got, "wait in "+name(ctx)) },
 			WaitDone:  func(ctx context.Context, _ fencelock.WaitEvent) { got = append(got, "waited in "+name(ctx)) },
@@ -422,19 +422,19 @@ func TestHooksRedis(t *testing.T) {
 	type tally struct {
 		mu                         sync.Mutex
 		acquired, released, lost   map[string]int // by kind
-		outcomes                   map[fencelock.AcquireOutcome]int
+		outcomes                   map[string]int
 		waits, waitsDone, renewals int
-		lostReasons                map[fencelock.LostReason]int
+		lostReasons                map[string]int
 		fences                     map[string][]int64 // acquired fences by key, in order
 	}
 	tl := &tally{acquired: map[string]int{}, released: map[string]int{}, lost: map[string]int{},
-		outcomes: map[fencelock.AcquireOutcome]int{}, lostReasons: map[fencelock.LostReason]int{}, fences: map[string][]int64{}}
+		outcomes: map[string]int{}, lostReasons: map[string]int{}, fences: map[string][]int64{}}
 	hooks := fencelock.Hooks{
 		AcquireDone: func(_ context.Context, e fencelock.AcquireEvent) {
 			tl.mu.Lock()
 			defer tl.mu.Unlock()
 			tl.outcomes[e.Outcome]++
-			if e.Outcome == fencelock.OutcomeAcquired {
+			if e.Outcome == "acquired" {
 				tl.acquired[e.Kind.String()]++
 				tl.fences[e.Key] = append(tl.fences[e.Key], e.Fence)
 			}
@@ -527,13 +527,13 @@ func TestHooksRedis(t *testing.T) {
 			t.Errorf("%s: %d acquired, but %d released and %d lost", kind, tl.acquired[kind], tl.released[kind], tl.lost[kind])
 		}
 	}
-	if tl.lost["lock"] != 1 || tl.lostReasons[fencelock.LostGone] != 1 {
+	if tl.lost["lock"] != 1 || tl.lostReasons["gone"] != 1 {
 		t.Errorf("losses %v by reason %v, want the forcibly released lock, gone", tl.lost, tl.lostReasons)
 	}
 	if tl.waits == 0 || tl.waits != tl.waitsDone {
 		t.Errorf("%d waits began and %d ended: want as many, at least one (4 workers at one key, a writer behind a reader)", tl.waits, tl.waitsDone)
 	}
-	if tl.outcomes[fencelock.OutcomeInvalid] != 1 || tl.outcomes[fencelock.OutcomeAcquired] != 24 || len(tl.outcomes) != 2 {
+	if tl.outcomes["invalid"] != 1 || tl.outcomes["acquired"] != 24 || len(tl.outcomes) != 2 {
 		t.Errorf("outcomes %v, want 24 acquired and 1 invalid", tl.outcomes)
 	}
 	if tl.renewals == 0 {

@@ -53,10 +53,10 @@ const MaxTTL = driver.MaxTTL
 // leaves 900 µs), reporting an outage where there is none.
 const MinTTL = driver.MinTTL
 
-// DefaultSafetyMargin is the fraction of each lease by which the local lease
+// defaultSafetyMargin is the fraction of each lease by which the local lease
 // deadline ends before the earliest moment the server's lease can end, unless
 // WithSafetyMargin says otherwise.
-const DefaultSafetyMargin = 0.1
+const defaultSafetyMargin = 0.1
 
 // defaultReleaseTimeout bounds a release made on a detached context (the
 // caller's was already done) and the releases made by Close.
@@ -68,7 +68,7 @@ func defaultClientConfig() clientConfig {
 		logger:         slog.New(slog.DiscardHandler),
 		newToken:       randomToken,
 		releaseTimeout: defaultReleaseTimeout,
-		safetyMargin:   DefaultSafetyMargin,
+		safetyMargin:   defaultSafetyMargin,
 	}
 }
 
@@ -167,11 +167,11 @@ func notifyWatchers() AcquireOption {
 	return func(c *acquireConfig) { c.notify = true }
 }
 
-// DefaultMaxFailures is how many consecutive failed attempts (the backend
+// defaultMaxFailures is how many consecutive failed attempts (the backend
 // could not be reached) an Acquire or Do with no deadline makes before it
 // gives up with ErrUnavailable: about 3 seconds of outage with the default
 // retry strategy.
-const DefaultMaxFailures = 10
+const defaultMaxFailures = 10
 
 // WithAutoRenew renews the lock every interval until it is released, keeping
 // its lease at the full ttl. The interval must be positive and shorter than
@@ -190,7 +190,7 @@ func WithAutoRenew(interval time.Duration) AcquireOption {
 // WithWait bounds the whole of Acquire or Do's wait for the lock, whatever
 // the context allows, including a request in flight when the bound passes.
 // Zero means a single attempt, like TryAcquire. Without it, the context and
-// Close end the wait (and, when neither sets a deadline, DefaultMaxFailures
+// Close end the wait (and, when neither sets a deadline, defaultMaxFailures
 // consecutive failures). The bound is independent of the lease ttl.
 func WithWait(maxWait time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.wait, c.waitSet = maxWait, true }
@@ -204,7 +204,7 @@ func WithWait(maxWait time.Duration) AcquireOption {
 //
 // Without this option, a call that has a deadline (from its context or
 // WithWait) tries until the deadline, so that it rides out a failover; a
-// call without any deadline gives up after DefaultMaxFailures failures, so
+// call without any deadline gives up after defaultMaxFailures failures, so
 // that an outage never makes it wait forever.
 func WithMaxFailures(n int) AcquireOption {
 	return func(c *acquireConfig) { c.maxFailures, c.maxFailuresSet = n, true }
@@ -314,21 +314,21 @@ func WithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
 
-// OwnerFromContext returns the owner set by WithOwner, if any. It panics
+// ownerFromContext returns the owner set by WithOwner, if any. It panics
 // when ctx is nil.
-func OwnerFromContext(ctx context.Context) (owner string, ok bool) {
-	mustContext("OwnerFromContext", ctx)
+func ownerFromContext(ctx context.Context) (owner string, ok bool) {
+	mustContext("ownerFromContext", ctx)
 	owner, ok = ctx.Value(ownerKey{}).(string)
 	return owner, ok
 }
 
-// MaxIdentityLen is the longest identity WithIdentity accepts, in bytes.
-const MaxIdentityLen = 256
+// maxIdentityLen is the longest identity WithIdentity accepts, in bytes.
+const maxIdentityLen = 256
 
 // WithIdentity makes the Client store identity with every lock it takes,
 // for operators: "fencelock ls" and "fencelock inspect", the dashboard and
 // Client.Inspect (LockInfo.Identity) show who holds a lock, where the owner
-// token says nothing. DefaultIdentity gives host:pid; any short text works
+// token says nothing. defaultIdentity gives host:pid; any short text works
 // ("billing-7 pid 4242", a pod name). It is informational only: it plays no
 // part in ownership (that is WithOwner's) or fencing.
 //
@@ -339,7 +339,7 @@ const MaxIdentityLen = 256
 // record it ignore it; acquisitions made through the line of fair waiters
 // (WithFairness), semaphore permits and read/write holds do not record it.
 //
-// identity must be valid UTF-8 of at most MaxIdentityLen bytes without
+// identity must be valid UTF-8 of at most maxIdentityLen bytes without
 // control characters (it is printed in tables and log lines); otherwise
 // Check and every acquire fail with an error matching ErrInvalidArgument.
 // An empty identity stores nothing.
@@ -349,10 +349,10 @@ func WithIdentity(identity string) Option {
 	}
 }
 
-// DefaultIdentity returns "host:pid", this process's host name and process
+// defaultIdentity returns "host:pid", this process's host name and process
 // id, for WithIdentity: enough for an operator to find the holder of a
 // stuck lock. The host is "unknown-host" when the system does not say.
-func DefaultIdentity() string {
+func defaultIdentity() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown-host"
@@ -363,8 +363,8 @@ func DefaultIdentity() string {
 // checkIdentity refuses an identity that cannot be shown on one line.
 func checkIdentity(identity string) error {
 	switch {
-	case len(identity) > MaxIdentityLen:
-		return invalid("WithIdentity identity", identity, fmt.Sprintf("must be at most %d bytes, is %d", MaxIdentityLen, len(identity)))
+	case len(identity) > maxIdentityLen:
+		return invalid("WithIdentity identity", identity, fmt.Sprintf("must be at most %d bytes, is %d", maxIdentityLen, len(identity)))
 	case !utf8.ValidString(identity):
 		return invalid("WithIdentity identity", identity, "must be valid UTF-8")
 	}

@@ -105,7 +105,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	case !res.Held:
 		c.log.Warn("fencelock: release skipped: not owner (the lock had expired or was taken over)",
 			"key", l.ref.Key, "fence", l.fence, "token", shortToken(l.ref.Token))
-		l.lose(LostGone, "the lock was no longer held when released", false)
+		l.lose(lostGone, "the lock was no longer held when released", false)
 		return lockError("release", l.ref.Key, ErrNotHeld)
 	default:
 		if res.Yielded {

@@ -146,7 +146,7 @@ func (c *Client) newWaiter(parent context.Context, req driver.Request, cfg acqui
 	}
 	w.maxFailures = cfg.maxFailures
 	if !cfg.maxFailuresSet && !w.hasDeadline() {
-		w.maxFailures = DefaultMaxFailures
+		w.maxFailures = defaultMaxFailures
 	}
 	return w, func(acquired bool) {
 		if w.watch != nil {
@@ -179,7 +179,7 @@ func (w *waiter) hasDeadline() bool {
 // re-entrant owner never waits behind others (it may hold the lock), and a
 // single attempt does not wait at all.
 func (w *waiter) linesUp() bool {
-	_, reentrant := OwnerFromContext(w.parent)
+	_, reentrant := ownerFromContext(w.parent)
 	return !reentrant && !w.singleAttempt() && !w.cfg.fair && w.cfg.kind == KindLock
 }
 

@@ -22,7 +22,7 @@ func TestJobTickRunsOnce(t *testing.T) {
 	if !ran || !errors.Is(err, boom) {
 		t.Fatalf("the first instance: ran %v, %v; want ran, with its error", ran, err)
 	}
-	if info, err := b.Inspect(ctx, fencelock.JobLockPrefix+job.Name); err != nil || info.Held {
+	if info, err := b.Inspect(ctx, "job:"+job.Name); err != nil || info.Held {
 		t.Fatalf("the job after its run: %+v, %v; want free (LockAtLeast 0)", info, err)
 	}
 	ran, err = b.RunJob(ctx, job, scheduled, func(context.Context, *fencelock.Lock) error { return nil })

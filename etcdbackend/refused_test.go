@@ -89,7 +89,7 @@ func TestRefusedByEtcd(t *testing.T) {
 				t.Errorf("Acquire: %v; want ErrMisconfigured", err)
 			}
 			mu.Lock()
-			if last.Attempts != 1 || last.Outcome != fencelock.OutcomeMisconfigured {
+			if last.Attempts != 1 || last.Outcome != "misconfigured" {
 				t.Errorf("Acquire: %d attempts, outcome %v; want 1, misconfigured", last.Attempts, last.Outcome)
 			}
 			mu.Unlock()
@@ -122,7 +122,7 @@ func TestRefusedByEtcd(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(lost) != 1 || lost[0].Reason != fencelock.LostRefused {
+		if len(lost) != 1 || lost[0].Reason != "refused" {
 			t.Errorf("Lost events %+v; want one, reason refused", lost)
 		}
 	})

@@ -23,7 +23,7 @@
 //
 // kind is "lock", "semaphore", "read" or "write" (fencelock.Kind); outcome is
 // "acquired", "not_acquired", "unavailable", "invalid", "closed", "canceled"
-// or "misconfigured" (fencelock.AcquireOutcome).
+// or "misconfigured" (fencelock.AcquireEvent).
 //
 // Lock keys are not a label by default: a label value per key makes a
 // series per key, without bound. WithKeyLabel adds a "key" label to the
@@ -206,8 +206,8 @@ func (m *Metrics) Hooks() fencelock.Hooks {
 }
 
 func (m *Metrics) acquireDone(_ context.Context, e fencelock.AcquireEvent) {
-	m.wait.WithLabelValues(m.labels(e.Key, e.Kind.String(), e.Outcome.String())...).Observe(e.Wait.Seconds())
-	if e.Outcome == fencelock.OutcomeAcquired {
+	m.wait.WithLabelValues(m.labels(e.Key, e.Kind.String(), e.Outcome)...).Observe(e.Wait.Seconds())
+	if e.Outcome == "acquired" {
 		m.addGauge(m.held, e.Kind, e.Key, +1)
 	}
 }
@@ -218,7 +218,7 @@ func (m *Metrics) released(_ context.Context, e fencelock.ReleaseEvent) {
 }
 
 func (m *Metrics) lostLock(e fencelock.LostEvent) {
-	m.lost.WithLabelValues(m.labels(e.Key, e.Kind.String(), e.Reason.String())...).Inc()
+	m.lost.WithLabelValues(m.labels(e.Key, e.Kind.String(), e.Reason)...).Inc()
 	m.addGauge(m.held, e.Kind, e.Key, -1)
 }
 

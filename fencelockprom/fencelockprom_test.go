@@ -14,8 +14,8 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelockprom"
-	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/memorybackend"
+	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/driver"
 )
 
@@ -121,7 +120,7 @@ func (m *machine) believesAt(h *holding, now time.Time) bool {
 // holders overlap there. The slack covers the clocks (the store's wall
 // clock against the monotonic one) and is a tenth of the lease.
 func (m *machine) realSlack(h *holding) time.Duration {
-	return time.Duration(float64(h.ttl) * fencelock.DefaultSafetyMargin)
+	return time.Duration(float64(h.ttl) * safetyMargin)
 }
 
 // checkStoreHolds checks that every believer has a live hold on the store

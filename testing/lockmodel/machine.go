@@ -19,8 +19,12 @@ const (
 	rwName       = "doc"
 	jobName      = "nightly"
 	electionName = "leader"
-	jobKey       = fencelock.JobLockPrefix + jobName
-	electionKey  = fencelock.ElectionLockPrefix + electionName
+	jobKey       = "job:" + jobName           // RunJob's lock key
+	electionKey  = "election:" + electionName // Campaign's lock key
+
+	// safetyMargin is the Client's default WithSafetyMargin: the fraction
+	// of each lease its local deadline ends early.
+	safetyMargin = 0.1
 )
 
 var (

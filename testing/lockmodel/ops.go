@@ -110,7 +110,7 @@ func (m *machine) runJob(s Step) {
 	if job.Period > 0 {
 		tick = scheduled.Truncate(job.Period)
 	}
-	owner := fmt.Sprintf("%s%s@%s", fencelock.JobLockPrefix, job.Name, tick.UTC().Format(time.RFC3339Nano))
+	owner := fmt.Sprintf("%s%s@%s", "job:", job.Name, tick.UTC().Format(time.RFC3339Nano))
 	c := m.newCall(cl, fmt.Sprintf("RunJob tick %v", m.since(tick)), resource{FamLock, jobKey}, context.Background())
 	c.owner, c.waiting = owner, true
 	if job.Period > 0 {
@@ -257,7 +257,7 @@ func (m *machine) sureHeld(h *holding) bool {
 
 // localLease is the part of a lease of ttl the Client counts as held.
 func localLease(ttl time.Duration) time.Duration {
-	return ttl - time.Duration(float64(ttl)*fencelock.DefaultSafetyMargin)
+	return ttl - time.Duration(float64(ttl)*safetyMargin)
 }
 
 // refresh refreshes a lock to a new lease.

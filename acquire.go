@@ -172,7 +172,7 @@ func (c *Client) hold(req driver.Request, cfg acquireConfig, res driver.Result, 
 	lk.limitHold(cfg.maxHold)
 	if lk.kind == KindLock {
 		lk.counted = true
-		c.queues.took(req.Key)
+		c.queues.Took(req.Key)
 	}
 	if err := c.leases.Add(&lk.kept, (*keptLock)(lk)); err != nil {
 		// Close began releasing while the request was in flight.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/internal/lease"
+	"github.com/fencelock/fencelock/internal/waitq"
 )
 
 // Client acquires locks in a store (a driver.Store: redisbackend.New(rdb),
@@ -36,7 +37,7 @@ type Client struct {
 
 	leases   *lease.Keeper // every held lock: renewal and local lease deadlines
 	releaser *releaser     // releases to retry in the background
-	queues   waitQueues    // goroutines waiting for the same key, in order
+	queues   waitq.Queues  // goroutines waiting for the same key, in order
 
 	// maxFence is the largest fence any acquisition of this Client got; it
 	// is the FenceFloor of every acquire request (see driver.Request).

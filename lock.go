@@ -38,7 +38,7 @@ type Lock struct {
 	// refuse that late copy, which would otherwise take the lock for nobody.
 	tombstone bool
 	kind      Kind // ref.Kind, for Hooks (observer.go)
-	counted   bool // counted in the Client's waitQueues.held (a plain lock); set before it is shared
+	counted   bool // counted in the Client's waitq.Queues.held (a plain lock); set before it is shared
 	notify    bool // releases set driver.ReleaseRequest.Notify (Campaign); set before it is shared
 
 	// kept is the lock's place in the lease keeper's schedule, guarded by
@@ -438,7 +438,7 @@ func (l *Lock) end(err error) bool {
 	if l.counted {
 		// After a release that yielded to another process, this Client's
 		// next waiter waits to be woken for its own turn.
-		l.client.queues.ended(l.ref.Key, !yielded)
+		l.client.queues.Ended(l.ref.Key, !yielded)
 	}
 	return true
 }

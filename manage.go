@@ -127,7 +127,7 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 		return 0, lockError("release", key, ErrNotHeld)
 	}
 	if res.Remaining == 0 && !res.Yielded {
-		c.queues.released(key)
+		c.queues.Released(key)
 	}
 	c.log.Info("fencelock: released by token", "key", key, "token", shortToken(token), "holds_left", res.Remaining)
 	return res.Remaining, nil
@@ -354,7 +354,7 @@ func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, r
 		return false, err
 	}
 	if h.Kind == KindLock && res.Remaining == 0 && !res.Yielded {
-		c.queues.released(key)
+		c.queues.Released(key)
 	}
 	return true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/internal/waitq"
 )
 
 // tombstoneLife is how long the backend refuses an acquire with a token
@@ -84,9 +85,9 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 	if cause != nil {
 		released = fmt.Errorf("%w: %w", ErrReleased, cause)
 	}
-	var offer *place // the waiter of this Client that the release may hand the lock to
+	var offer *waitq.Place // the waiter of this Client that the release may hand the lock to
 	if l.kind == KindLock && c.lines != nil && !c.closed() {
-		offer = c.queues.offer(l.ref.Key)
+		offer = c.queues.Offer(l.ref.Key)
 	}
 	res, err := c.sendReleaseTo(ctx, l.releaseRequest(), heldUntil, offer)
 	switch {
@@ -115,7 +116,7 @@ func (l *Lock) release(ctx context.Context, cause error) error {
 		}
 		l.endReleased(ctx, released)
 		if res.Remaining == 0 && l.kind == KindLock && !res.Yielded {
-			c.queues.released(l.ref.Key)
+			c.queues.Released(l.ref.Key)
 		}
 		if c.debugEnabled() {
 			c.log.Debug("fencelock: released", "key", l.ref.Key, "fence", l.fence,
@@ -147,7 +148,7 @@ func (c *Client) sendRelease(ctx context.Context, req driver.ReleaseRequest, hel
 // sendReleaseTo is sendRelease whose first request hands the lock, if it
 // frees it, to the waiter at offer (nil: none; see releaseHandingOff). A
 // second request only releases.
-func (c *Client) sendReleaseTo(ctx context.Context, req driver.ReleaseRequest, heldUntil time.Time, offer *place) (driver.ReleaseResult, error) {
+func (c *Client) sendReleaseTo(ctx context.Context, req driver.ReleaseRequest, heldUntil time.Time, offer *waitq.Place) (driver.ReleaseResult, error) {
 	ctx, cancel := c.detached(ctx)
 	defer cancel()
 	start := time.Now()
@@ -283,7 +284,7 @@ func (r *releaser) run(idle chan struct{}) {
 			if res.Held {
 				log.Info("fencelock: released in the background", "key", p.req.Key, "token", shortToken(p.req.Token))
 				if res.Remaining == 0 && p.req.Kind == KindLock && !res.Yielded {
-					r.c.queues.released(p.req.Key)
+					r.c.queues.Released(p.req.Key)
 				}
 			}
 			continue
@@ -336,32 +337,22 @@ func (r *releaser) close(timeout time.Duration) error {
 	return nil
 }
 
-// handedLock is a lock a release by this Client handed to one of its
-// waiters (driver.Lines.HandOff).
-type handedLock struct {
-	res driver.Result
-	// sent is when the release request was sent: the store began the
-	// waiter's lease after that, so the waiter's local deadline counts
-	// from it.
-	sent time.Time
-}
-
 // releaseHandingOff sends one release request of req that hands the lock,
-// if it frees it, to the waiter at place p (see waitQueues.offer), and
+// if it frees it, to the waiter at place p (see waitq.Queues.Offer), and
 // settles the offer: the waiter gets the lock, or learns that its token may
 // hold it (an error: the request may have been applied), or nothing.
-func (c *Client) releaseHandingOff(ctx context.Context, req driver.ReleaseRequest, p *place) (driver.ReleaseResult, error) {
-	next := p.req
+func (c *Client) releaseHandingOff(ctx context.Context, req driver.ReleaseRequest, p *waitq.Place) (driver.ReleaseResult, error) {
+	next := p.Req
 	next.FenceFloor = c.maxFence.Load()
 	sent := now()
 	res, got, err := c.lines.HandOff(ctx, req, next)
 	switch {
 	case err == nil && got.Acquired:
-		c.queues.settle(p, &handedLock{res: got, sent: sent}, false)
+		c.queues.Settle(p, &waitq.Handed{Res: got, Sent: sent}, false)
 	case err == nil || errors.Is(err, ErrNotSent) || errors.Is(err, ErrInvalidArgument):
-		c.queues.settle(p, nil, false)
+		c.queues.Settle(p, nil, false)
 	default:
-		c.queues.settle(p, nil, true)
+		c.queues.Settle(p, nil, true)
 	}
 	return res, err
 }
@@ -374,20 +365,20 @@ func (w *waiter) handedOver() *Lock {
 	if w.place == nil {
 		return nil
 	}
-	if w.c.queues.takeUnsure(w.place) {
+	if w.c.queues.TakeUnsure(w.place) {
 		w.ambiguous = true // a release that may have handed us the lock failed
 	}
-	var h handedLock
+	var h waitq.Handed
 	select {
-	case h = <-w.place.handed:
+	case h = <-w.place.Handed:
 	default:
 		return nil
 	}
-	if !now().Before(w.c.grantedEnd(h.sent, w.req.TTL, h.res.Validity)) {
+	if !now().Before(w.c.grantedEnd(h.Sent, w.req.TTL, h.Res.Validity)) {
 		w.ambiguous = true
 		return nil
 	}
-	lk, err := w.c.hold(w.req, w.cfg, h.res, h.sent, w.ambiguous)
+	lk, err := w.c.hold(w.req, w.cfg, h.Res, h.Sent, w.ambiguous)
 	if err != nil {
 		// Closing: the hold stays on the store; giving up releases it.
 		w.ambiguous = true

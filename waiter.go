@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
+	"github.com/fencelock/fencelock/internal/waitq"
 )
 
 // minRetryDelay is the shortest fallback timer between attempts.
@@ -18,7 +19,7 @@ var errWaitElapsed = errors.New("fencelock: wait elapsed")
 // the lock may have become free, and sleeps in between. It wakes on
 //   - a release notification from the backend (watch),
 //   - a release by another goroutine of this Client (its place in the
-//     Client's line for the key, queue.go), which may hand it the lock
+//     Client's line for the key, internal/waitq), which may hand it the lock
 //     (driver.Lines.HandOff, release.go),
 //   - the fallback timer: the retry strategy's backoff, cut short at the
 //     holder's remaining lease,
@@ -38,7 +39,7 @@ type waiter struct {
 
 	waitStart time.Time // when the call began to wait, for Hooks; zero until then, or without hooks
 
-	place *place        // this call's place in the Client's line for the key; nil until it lines up
+	place *waitq.Place  // this call's place in the Client's line for the key; nil until it lines up
 	watch *driver.Watch // release notifications; nil until contended, or without a notifier
 	timer *time.Timer
 
@@ -72,13 +73,13 @@ func (c *Client) acquireWaiting(parent context.Context, req driver.Request, cfg 
 		return nil, w.giveUp()
 	}
 
-	if w.linesUp() && (c.queues.waiting(req.Key) || c.queues.holding(req.Key)) {
+	if w.linesUp() && (c.queues.Waiting(req.Key) || c.queues.Holding(req.Key)) {
 		// Goroutines already waiting go first; and while this Client
 		// holds the lock, there is nothing to attempt: its release
 		// wakes the line, or hands the lock over (release.go).
-		w.place = c.queues.join(req.Key, req)
+		w.place = c.queues.Join(req.Key, req)
 	}
-	if w.place == nil && !w.singleAttempt() && c.queues.isWatched(w.watched()) {
+	if w.place == nil && !w.singleAttempt() && c.queues.IsWatched(w.watched()) {
 		// Another call of this Client waits for the key, watching it:
 		// this one will most likely wait too, and the backend delivers
 		// the key's notifications already, so watching costs no round
@@ -111,8 +112,8 @@ func (c *Client) acquireWaiting(parent context.Context, req driver.Request, cfg 
 				continue
 			}
 			if w.place == nil && !cfg.fair && cfg.kind == KindLock { // a fair waiter's line is the server's
-				w.place = c.queues.join(req.Key, w.req)
-				if w.place.turnTaken = w.place.isHead(); !w.place.turnTaken {
+				w.place = c.queues.Join(req.Key, w.req)
+				if w.place.TurnTaken = w.place.IsHead(); !w.place.TurnTaken {
 					continue // wait for our turn, then attempt
 				}
 			}
@@ -151,13 +152,13 @@ func (c *Client) newWaiter(parent context.Context, req driver.Request, cfg acqui
 	return w, func(acquired bool) {
 		if w.watch != nil {
 			w.watch.Stop()
-			c.queues.watchStopped(w.watched())
+			c.queues.WatchStopped(w.watched())
 		}
 		if w.timer != nil {
 			w.timer.Stop()
 		}
 		if w.place != nil {
-			c.queues.leave(req.Key, w.place, acquired)
+			c.queues.Leave(req.Key, w.place, acquired)
 		}
 		cancelWait()
 		stopOnClose()
@@ -189,17 +190,17 @@ func (w *waiter) linesUp() bool {
 // (which wakes this one through its place) or its lease ends. ok is false
 // when the wait ended.
 func (w *waiter) awaitTurn() (heldByPredecessor, ok bool) {
-	if w.place == nil || w.place.turnTaken {
+	if w.place == nil || w.place.TurnTaken {
 		return false, true
 	}
 	w.beginWait()
 	select {
-	case <-w.place.turn:
+	case <-w.place.Turn:
 	case <-w.ctx.Done():
 		return false, false
 	}
-	w.place.turnTaken = true
-	return w.place.afterAcquire, true
+	w.place.TurnTaken = true
+	return w.place.AfterAcquire, true
 }
 
 // attempt makes one attempt. It returns the lock when acquired, an error
@@ -208,7 +209,7 @@ func (w *waiter) attempt() (*Lock, error) {
 	// This attempt covers every release notified so far.
 	drain(w.releases())
 	if w.place != nil {
-		drain(w.place.wake)
+		drain(w.place.Wake)
 	}
 	if lk := w.granted(); lk != nil {
 		return lk, nil
@@ -316,7 +317,7 @@ func (w *waiter) granted() *Lock {
 // A re-entrant waiter (WithOwner) is never held back: the hold may be its
 // owner's, which it re-enters at once (and no hand-off serves it anyway).
 func (w *waiter) heldHere() bool {
-	return w.place != nil && !w.place.reentrant() && w.c.queues.holding(w.req.Key)
+	return w.place != nil && !w.place.Reentrant() && w.c.queues.Holding(w.req.Key)
 }
 
 // over reports whether the last attempt ends the call.
@@ -355,13 +356,13 @@ func (w *waiter) subscribe() bool {
 		return false
 	}
 	w.watch = watch
-	w.c.queues.watchStarted(w.watched())
+	w.c.queues.WatchStarted(w.watched())
 	return true
 }
 
 // watched is what the call watches (subscribe).
-func (w *waiter) watched() watched {
-	return watched{key: w.req.Key, kind: w.cfg.kind, fair: w.cfg.fair}
+func (w *waiter) watched() waitq.Watched {
+	return waitq.Watched{Key: w.req.Key, Kind: w.cfg.kind, Fair: w.cfg.fair}
 }
 
 // releases is the channel of release notifications, or nil (never ready)
@@ -408,7 +409,7 @@ func (w *waiter) sleep() bool {
 	}
 	var ownReleases <-chan struct{}
 	if w.place != nil {
-		ownReleases = w.place.wake
+		ownReleases = w.place.Wake
 	}
 	w.beginWait()
 	select {
@@ -424,7 +425,7 @@ func (w *waiter) sleep() bool {
 // lock was held by someone else (NotAcquiredError), the backend could not
 // be reached (UnavailableError), or it refused the client (ErrMisconfigured).
 func (w *waiter) giveUp() error {
-	if w.place != nil && w.c.queues.withdraw(w.place) {
+	if w.place != nil && w.c.queues.Withdraw(w.place) {
 		// A release of this Client may have handed us the lock.
 		w.ambiguous = true
 	}

@@ -1,8 +1,6 @@
 package redisbackend
 
-import (
-	"time"
-)
+import "time"
 
 // SetTurnGrace sets how long a process a release woke for its turn has the
 // free lock to itself, and how long the others' waiters wait before trying

@@ -1,8 +1,6 @@
 package main
 
-import (
-	"syscall"
-)
+import "syscall"
 
 // childProcAttr makes the kernel kill a child (redis-server, a worker) when
 // this process dies without stopping it (a crash, SIGKILL, SIGPIPE from

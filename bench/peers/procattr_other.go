@@ -2,9 +2,7 @@
 
 package main
 
-import (
-	"syscall"
-)
+import "syscall"
 
 // childProcAttr: elsewhere, children are stopped by this process only.
 func childProcAttr() *syscall.SysProcAttr { return nil }

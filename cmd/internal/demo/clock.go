@@ -1,8 +1,6 @@
 package demo
 
-import (
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // mono returns CLOCK_MONOTONIC in nanoseconds. On Linux that clock is one
 // for the whole system, so readings taken by different processes (the

@@ -1,8 +1,6 @@
 package demo
 
-import (
-	"time"
-)
+import "time"
 
 // EtcdElectionArgs are the timing flags of the demo's etcd members: a
 // heartbeat of 100 ms and an election timeout of 600 ms make etcd's

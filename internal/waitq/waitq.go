@@ -1,19 +1,22 @@
-package fencelock
+// Package waitq lines up the goroutines of one Client that wait for the
+// same key, and carries the locks a release by the Client hands to them.
+package waitq
 
 import (
 	"sync"
+	"time"
 
 	"github.com/fencelock/fencelock/driver"
 )
 
-// waitQueues line up the goroutines of one Client that wait for the same
+// Queues line up the goroutines of one Client that wait for the same
 // key. Only the head of a line contends with other processes (one attempt
 // per wake-up); the others wait for their turn. So a release makes one
 // attempt per waiting process, not one per waiting goroutine, and the
 // goroutines of a process get the lock in the order they asked for it.
-type waitQueues struct {
+type Queues struct {
 	mu    sync.Mutex
-	lines map[string][]*place
+	lines map[string][]*Place
 	// held counts the plain locks this Client holds, by key: while it
 	// holds one, its waiters for the key make no attempt (it would be
 	// refused, and mark the lock as waited for, which stops a hand-off);
@@ -23,41 +26,41 @@ type waitQueues struct {
 	// releases (waiter.subscribe), by what they watch: while one does, the
 	// backend's notifications for it are flowing, and another call for
 	// the same watches before its first attempt (acquireWaiting).
-	watching map[watched]int
+	watching map[Watched]int
 }
 
-// watched is what a waiter watches: the releases of key's hold of kind
+// Watched is what a waiter watches: the releases of key's hold of kind
 // (a lock, a semaphore, an RWLock's read or write hold), plainly or in a
 // fair line (which also needs the backend's grant notifications).
-type watched struct {
-	key  string
-	kind Kind
-	fair bool
+type Watched struct {
+	Key  string
+	Kind driver.Kind
+	Fair bool
 }
 
-// place is a place in a line.
-type place struct {
-	turn chan struct{} // closed when the place reaches the head
-	// afterAcquire is set before turn is closed when the waiter before took
+// Place is a waiter's place in a line.
+type Place struct {
+	Turn chan struct{} // closed when the place reaches the head
+	// AfterAcquire is set before Turn is closed when the waiter before took
 	// the lock: the new head then waits for its release instead of trying.
-	afterAcquire bool
-	wake         chan struct{} // a release by this Client; buffered
-	turnTaken    bool          // the owner of the place has seen its turn come (its own field)
+	AfterAcquire bool
+	Wake         chan struct{} // a release by this Client; buffered
+	TurnTaken    bool          // the waiter has seen its turn come (the waiter's own field)
 
 	// For hand-offs (driver.Lines.HandOff): the waiter's acquire request, and the
 	// lock a release handed it (buffered, at most one: one offer at a time).
-	req    driver.Request
-	handed chan handedLock
+	Req    driver.Request
+	Handed chan Handed
 
-	// Guarded by the waitQueues' mutex.
+	// Guarded by the Queues' mutex.
 	offered bool // a release that may hand the lock to this place is in flight
 	unsure  bool // such a release failed: the waiter's token may hold the lock
 	closed  bool // the waiter is leaving: no more offers
 }
 
-// reentrant reports whether the waiter acquires for an owner of its own
+// Reentrant reports whether the waiter acquires for an owner of its own
 // (WithOwner, Campaign, RunJob) rather than for its token alone.
-func (w *place) reentrant() bool { return w.req.Owner != w.req.Token }
+func (w *Place) Reentrant() bool { return w.Req.Owner != w.Req.Token }
 
 // handOffable reports whether a hand-off can serve the waiter. It takes the
 // lock for the waiter's token as its own owner (driver.Lines.HandOff), so it
@@ -66,43 +69,43 @@ func (w *place) reentrant() bool { return w.req.Owner != w.req.Token }
 // change watchers of the new holder, which a waiter with Notify
 // (Campaign's, for Observe) needs. Such a waiter is woken by the release
 // and takes the lock with an attempt of its own.
-func (w *place) handOffable() bool { return !w.reentrant() && !w.req.Notify }
+func (w *Place) handOffable() bool { return !w.Reentrant() && !w.Req.Notify }
 
-// isHead reports whether w's turn has come.
-func (w *place) isHead() bool {
+// IsHead reports whether w's turn has come.
+func (w *Place) IsHead() bool {
 	select {
-	case <-w.turn:
+	case <-w.Turn:
 		return true
 	default:
 		return false
 	}
 }
 
-// waiting reports whether goroutines are lined up for key.
-func (q *waitQueues) waiting(key string) bool {
+// Waiting reports whether goroutines are lined up for key.
+func (q *Queues) Waiting(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.lines[key]) > 0
 }
 
-// join adds a waiter, whose acquire request is req, at the end of key's line.
-func (q *waitQueues) join(key string, req driver.Request) *place {
-	w := &place{turn: make(chan struct{}), wake: make(chan struct{}, 1), req: req, handed: make(chan handedLock, 1)}
+// Join adds a waiter, whose acquire request is req, at the end of key's line.
+func (q *Queues) Join(key string, req driver.Request) *Place {
+	w := &Place{Turn: make(chan struct{}), Wake: make(chan struct{}, 1), Req: req, Handed: make(chan Handed, 1)}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lines == nil {
-		q.lines = make(map[string][]*place)
+		q.lines = make(map[string][]*Place)
 	}
 	q.lines[key] = append(q.lines[key], w)
 	if len(q.lines[key]) == 1 {
-		close(w.turn)
+		close(w.Turn)
 	}
 	return w
 }
 
-// leave removes w from key's line; if w was the head, the next waiter's turn
+// Leave removes w from key's line; if w was the head, the next waiter's turn
 // begins. acquired says that w leaves holding the lock.
-func (q *waitQueues) leave(key string, w *place, acquired bool) {
+func (q *Queues) Leave(key string, w *Place, acquired bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w.closed = true
@@ -114,9 +117,9 @@ func (q *waitQueues) leave(key string, w *place, acquired bool) {
 		line = append(line[:i], line[i+1:]...)
 		if i == 0 && len(line) > 0 {
 			// A waiter of the same owner (WithOwner) re-enters the hold w
-			// took: it attempts at once rather than waiting for w's release.
-			line[0].afterAcquire = acquired && !(line[0].reentrant() && line[0].req.Owner == w.req.Owner)
-			close(line[0].turn)
+			// Took: it attempts at once rather than waiting for w's release.
+			line[0].AfterAcquire = acquired && !(line[0].Reentrant() && line[0].Req.Owner == w.Req.Owner)
+			close(line[0].Turn)
 		}
 		break
 	}
@@ -127,42 +130,42 @@ func (q *waitQueues) leave(key string, w *place, acquired bool) {
 	}
 }
 
-// released wakes the head of key's line after this Client released the lock,
+// Released wakes the head of key's line after this Client released the lock,
 // sooner than the release notification from the server would.
-func (q *waitQueues) released(key string) {
+func (q *Queues) Released(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if line := q.lines[key]; len(line) > 0 {
 		select {
-		case line[0].wake <- struct{}{}:
+		case line[0].Wake <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// offer picks the head of key's line for a release that may hand it the
+// Offer picks the head of key's line for a release that may hand it the
 // lock (driver.Lines.HandOff): nil when no one waits, or an offer to the head is
 // already in flight, or the head is leaving, or the head is one a hand-off
 // cannot serve (handOffable). The caller must settle it. Without an offer
 // the release wakes the head, which attempts at once.
-func (q *waitQueues) offer(key string) *place {
+func (q *Queues) Offer(key string) *Place {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	line := q.lines[key]
-	if len(line) == 0 || line[0].offered || line[0].closed || len(line[0].handed) > 0 || !line[0].handOffable() {
+	if len(line) == 0 || line[0].offered || line[0].closed || len(line[0].Handed) > 0 || !line[0].handOffable() {
 		return nil
 	}
 	line[0].offered = true
 	return line[0]
 }
 
-// settle ends the offer to p: h is the lock the release handed p's waiter
+// Settle ends the offer to p: h is the lock the release handed p's waiter
 // (nil: none), unsure says that the release failed and may have handed it.
 // A waiter that left meanwhile has it covered: one that left with the lock
 // holds the same hold (its own attempt completed the hand-off as a retry),
 // and one that gave up while the offer was in flight releases its token
 // (withdraw).
-func (q *waitQueues) settle(p *place, h *handedLock, unsure bool) {
+func (q *Queues) Settle(p *Place, h *Handed, unsure bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p.offered = false
@@ -170,35 +173,35 @@ func (q *waitQueues) settle(p *place, h *handedLock, unsure bool) {
 	case p.closed:
 	case h != nil:
 		select {
-		case p.handed <- *h:
-		default: // one offer at a time: a lock handed earlier is still there, for the same token
+		case p.Handed <- *h:
+		default: // one offer at a time: a lock Handed earlier is still there, for the same token
 		}
 		select {
-		case p.wake <- struct{}{}:
+		case p.Wake <- struct{}{}:
 		default:
 		}
 	case unsure:
 		p.unsure = true
 		select {
-		case p.wake <- struct{}{}: // attempt now: the attempt completes a hand-off as a retry
+		case p.Wake <- struct{}{}: // attempt now: the attempt completes a hand-off as a retry
 		default:
 		}
 	}
 }
 
-// withdraw stops offers to p, whose waiter gives up, and reports whether a
-// release may have handed it the lock (an offer in flight, a handed lock
+// Withdraw stops offers to p, whose waiter gives up, and reports whether a
+// release may have handed it the lock (an offer in flight, a Handed lock
 // not taken, a failed offer): the waiter must then release its token.
-func (q *waitQueues) withdraw(p *place) bool {
+func (q *Queues) Withdraw(p *Place) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p.closed = true
-	return p.offered || p.unsure || len(p.handed) > 0
+	return p.offered || p.unsure || len(p.Handed) > 0
 }
 
-// takeUnsure reports, once, that a release that may have handed p's waiter
+// TakeUnsure reports, once, that a release that may have handed p's waiter
 // the lock failed.
-func (q *waitQueues) takeUnsure(p *place) bool {
+func (q *Queues) TakeUnsure(p *Place) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	u := p.unsure
@@ -206,8 +209,8 @@ func (q *waitQueues) takeUnsure(p *place) bool {
 	return u
 }
 
-// took counts a plain lock of key that this Client holds.
-func (q *waitQueues) took(key string) {
+// Took counts a plain lock of key that this Client holds.
+func (q *Queues) Took(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.held == nil {
@@ -216,41 +219,41 @@ func (q *waitQueues) took(key string) {
 	q.held[key]++
 }
 
-// ended uncounts a plain lock of key that took counted and, with wake, wakes
+// Ended uncounts a plain lock of key that Took counted and, with wake, wakes
 // the head of key's line: it may now attempt.
-func (q *waitQueues) ended(key string, wake bool) {
+func (q *Queues) Ended(key string, Wake bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.held[key]--; q.held[key] <= 0 {
 		delete(q.held, key)
 	}
-	if line := q.lines[key]; wake && len(line) > 0 {
+	if line := q.lines[key]; Wake && len(line) > 0 {
 		select {
-		case line[0].wake <- struct{}{}:
+		case line[0].Wake <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// holding reports whether this Client holds a plain lock of key.
-func (q *waitQueues) holding(key string) bool {
+// Holding reports whether this Client holds a plain lock of key.
+func (q *Queues) Holding(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.held[key] > 0
 }
 
-// watchStarted counts a call that began watching w.
-func (q *waitQueues) watchStarted(w watched) {
+// WatchStarted counts a call that began watching w.
+func (q *Queues) WatchStarted(w Watched) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.watching == nil {
-		q.watching = make(map[watched]int)
+		q.watching = make(map[Watched]int)
 	}
 	q.watching[w]++
 }
 
-// watchStopped uncounts a call that watchStarted counted.
-func (q *waitQueues) watchStopped(w watched) {
+// WatchStopped uncounts a call that WatchStarted counted.
+func (q *Queues) WatchStopped(w Watched) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.watching[w]--; q.watching[w] <= 0 {
@@ -258,9 +261,19 @@ func (q *waitQueues) watchStopped(w watched) {
 	}
 }
 
-// isWatched reports whether a call of this Client watches w.
-func (q *waitQueues) isWatched(w watched) bool {
+// IsWatched reports whether a call of this Client watches w.
+func (q *Queues) IsWatched(w Watched) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.watching[w] > 0
+}
+
+// Handed is a lock a release by this Client handed to one of its waiters
+// (driver.Lines.HandOff).
+type Handed struct {
+	Res driver.Result
+	// Sent is when the release request was sent: the store began the
+	// waiter's lease after that, so the waiter's local deadline counts
+	// from it.
+	Sent time.Time
 }

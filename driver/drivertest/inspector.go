@@ -156,52 +156,14 @@ func inspectOtherKinds(ctx context.Context, s *suite) {
 	in := capability[driver.Inspector](s)
 	sem := s.st.Supports(driver.KindSemaphore)
 	rw := s.st.Supports(driver.KindRead) && s.st.Supports(driver.KindWrite)
-	type hold struct {
-		kind  driver.Kind
-		token string
-		fence int64
-		ttl   time.Duration
-	}
-	var want []hold
+	var want []otherHold
 	if sem {
-		for _, tok := range []string{"p1", "p2"} {
-			res := s.permit(ctx, "k", tok, 3, 10*time.Second)
-			if !res.Acquired {
-				s.t.Fatalf("permit %s: %+v", tok, res)
-			}
-			want = append(want, hold{driver.KindSemaphore, tok, res.Fence, 10 * time.Second})
-		}
-		if res := s.permit(ctx, "k", "short", 3, 100*time.Millisecond); !res.Acquired {
-			s.t.Fatalf("short permit: %+v", res)
-		}
-		s.as(driver.KindSemaphore).waitLapsed(ctx, "k", "short", 5*time.Second)
+		want = append(want, takeOtherPermits(ctx, s)...)
 	}
 	if rw {
-		for _, tok := range []string{"r1", "r2"} {
-			res := s.rw(ctx, "k", tok, read, 20*time.Second, 0)
-			if !res.Acquired {
-				s.t.Fatalf("reader %s: %+v", tok, res)
-			}
-			want = append(want, hold{driver.KindRead, tok, res.Fence, 20 * time.Second})
-		}
+		want = append(want, takeOtherReaders(ctx, s)...)
 	}
-	check := func(key string, want []hold) {
-		s.t.Helper()
-		info := s.inspect(ctx, in, key)
-		if info.Held || info.Owner != "" || info.Fence != 0 || len(info.Holds) != 0 || info.TTL != 0 || !info.AnyHeld() {
-			s.t.Fatalf("%s, its plain lock free: %+v, want Held false and the lock's fields zero, AnyHeld true", key, info)
-		}
-		if len(info.Others) != len(want) {
-			s.t.Fatalf("%s: Others %+v, want %d holds", key, info.Others, len(want))
-		}
-		for i, h := range info.Others {
-			w := want[i]
-			if h.Kind != w.kind || h.Token != w.token || h.Fence != w.fence || h.TTL <= 0 || h.TTL > s.leaseGiven(ctx, w.ttl) {
-				s.t.Fatalf("%s: Others[%d] = %+v, want %v token %s fence %d with a lease of at most %v", key, i, h, w.kind, w.token, w.fence, w.ttl)
-			}
-		}
-	}
-	check("k", want)
+	checkOthers(ctx, s, in, "k", want)
 	// The plain lock's fields are its own.
 	lock := s.acquire(ctx, "k", "lock", "", 10*time.Second)
 	if info := s.inspect(ctx, in, "k"); !info.Held || info.Fence != lock.Fence || len(info.Holds) != 1 || len(info.Others) != len(want) {
@@ -212,12 +174,70 @@ func inspectOtherKinds(ctx context.Context, s *suite) {
 		s.as(driver.KindSemaphore).release(ctx, "k", "p1")
 		want = want[1:]
 	}
-	check("k", want)
+	checkOthers(ctx, s, in, "k", want)
 	if rw {
 		w := s.rw(ctx, "writer", "w", write, 10*time.Second, 0)
 		if !w.Acquired {
 			s.t.Fatalf("writer: %+v", w)
 		}
-		check("writer", []hold{{driver.KindWrite, "w", w.Fence, 10 * time.Second}})
+		checkOthers(ctx, s, in, "writer", []otherHold{{driver.KindWrite, "w", w.Fence, 10 * time.Second}})
+	}
+}
+
+// otherHold is a hold inspectOtherKinds expects in LockInfo.Others.
+type otherHold struct {
+	kind  driver.Kind
+	token string
+	fence int64
+	ttl   time.Duration
+}
+
+// takeOtherPermits takes two permits of semaphore k that stay, and one
+// that lapses (and waits until it has).
+func takeOtherPermits(ctx context.Context, s *suite) []otherHold {
+	var held []otherHold
+	for _, tok := range []string{"p1", "p2"} {
+		res := s.permit(ctx, "k", tok, 3, 10*time.Second)
+		if !res.Acquired {
+			s.t.Fatalf("permit %s: %+v", tok, res)
+		}
+		held = append(held, otherHold{driver.KindSemaphore, tok, res.Fence, 10 * time.Second})
+	}
+	if res := s.permit(ctx, "k", "short", 3, 100*time.Millisecond); !res.Acquired {
+		s.t.Fatalf("short permit: %+v", res)
+	}
+	s.as(driver.KindSemaphore).waitLapsed(ctx, "k", "short", 5*time.Second)
+	return held
+}
+
+// takeOtherReaders takes two read holds of read-write lock k.
+func takeOtherReaders(ctx context.Context, s *suite) []otherHold {
+	var held []otherHold
+	for _, tok := range []string{"r1", "r2"} {
+		res := s.rw(ctx, "k", tok, read, 20*time.Second, 0)
+		if !res.Acquired {
+			s.t.Fatalf("reader %s: %+v", tok, res)
+		}
+		held = append(held, otherHold{driver.KindRead, tok, res.Fence, 20 * time.Second})
+	}
+	return held
+}
+
+// checkOthers checks that inspecting key, whose plain lock is free, shows
+// exactly want in Others.
+func checkOthers(ctx context.Context, s *suite, in driver.Inspector, key string, want []otherHold) {
+	s.t.Helper()
+	info := s.inspect(ctx, in, key)
+	if info.Held || info.Owner != "" || info.Fence != 0 || len(info.Holds) != 0 || info.TTL != 0 || !info.AnyHeld() {
+		s.t.Fatalf("%s, its plain lock free: %+v, want Held false and the lock's fields zero, AnyHeld true", key, info)
+	}
+	if len(info.Others) != len(want) {
+		s.t.Fatalf("%s: Others %+v, want %d holds", key, info.Others, len(want))
+	}
+	for i, h := range info.Others {
+		w := want[i]
+		if h.Kind != w.kind || h.Token != w.token || h.Fence != w.fence || h.TTL <= 0 || h.TTL > s.leaseGiven(ctx, w.ttl) {
+			s.t.Fatalf("%s: Others[%d] = %+v, want %v token %s fence %d with a lease of at most %v", key, i, h, w.kind, w.token, w.fence, w.ttl)
+		}
 	}
 }

@@ -282,3 +282,61 @@ func (c *Client) completeGrant(lk *Lock, ttl time.Duration) {
 		}
 	}()
 }
+
+// resolveAcquire applies opts and validates them against key and ttl.
+func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquireConfig, error) {
+	cfg := acquireConfig{retry: defaultRetry}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	if c.cfg.marginErr != nil {
+		return cfg, c.cfg.marginErr
+	}
+	if c.cfg.identityErr != nil {
+		return cfg, c.cfg.identityErr
+	}
+	if key == "" {
+		return cfg, invalid("key", key, "must not be empty")
+	}
+	if err := checkTTL(ttl); err != nil {
+		return cfg, err
+	}
+	if cfg.autoRenewSet {
+		if err := c.checkRenewInterval(cfg.autoRenew, ttl); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.waitSet && cfg.wait < 0 {
+		return cfg, invalid("WithWait duration", cfg.wait, "must not be negative")
+	}
+	if cfg.maxFailuresSet && cfg.maxFailures < 0 {
+		return cfg, invalid("WithMaxFailures count", cfg.maxFailures, "must not be negative")
+	}
+	if cfg.maxHoldSet && cfg.maxHold < MinTTL {
+		return cfg, invalid("WithMaxHold duration", cfg.maxHold, "must be at least MinTTL ("+MinTTL.String()+")")
+	}
+	if cfg.retry == nil {
+		return cfg, invalid("WithRetry strategy", nil, "must not be nil")
+	}
+	if err := c.checkFair(cfg); err != nil {
+		return cfg, err
+	}
+	if v, ok := cfg.retry.(interface{ validate() error }); ok {
+		if err := v.validate(); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// checkRenewInterval refuses a renewal interval that would not renew the
+// lock before its local lease deadline (the ttl less the safety margin).
+func (c *Client) checkRenewInterval(interval, ttl time.Duration) error {
+	if local := c.localLease(ttl); interval <= 0 || interval >= local {
+		return invalid("WithAutoRenew interval", interval, fmt.Sprintf(
+			"must be positive and shorter than the local lease %v (the ttl %v less the safety margin)", local, ttl))
+	}
+	return nil
+}

@@ -306,3 +306,35 @@ func (c *Client) Check(ctx context.Context) error {
 	}
 	return nil
 }
+
+// refused reports an acquire call refused before it made an attempt, and
+// returns its error.
+func (c *Client) refused(ctx context.Context, key string, kind Kind, err error) error {
+	if h := c.hooks.AcquireDone; h != nil {
+		h(ctx, AcquireEvent{Key: key, Kind: kind, Outcome: outcomeOf(err), Err: err})
+	}
+	return err
+}
+
+// noteRenewals reports a renewal batch sent at sent, with its results.
+func (c *Client) noteRenewals(sent time.Time, results []driver.RenewResult, err error, n int) {
+	h := c.hooks.RenewalDone
+	if h == nil {
+		return
+	}
+	ev := RenewalEvent{Locks: n, Duration: time.Since(sent)}
+	// Close cancels the renewals still in flight once it has released
+	// their locks (Stop): those did not fail.
+	closing := c.leases.Stopped()
+	for i := range n {
+		switch {
+		case err != nil || results[i].Err != nil:
+			if !closing {
+				ev.Failed++
+			}
+		case !results[i].Held:
+			ev.Gone++
+		}
+	}
+	h(ev)
+}

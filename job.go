@@ -243,13 +243,6 @@ const tickLayout = "2006-01-02T15:04:05.000000000Z"
 // tickName is the name of the tick at t in the job's record.
 func tickName(t time.Time) string { return t.UTC().Format(tickLayout) }
 
-// tickClaim is the acquire option of a RunJob attempt: the tick its
-// acquisition claims (driver.TickRequest).
-type tickClaim struct {
-	tick string
-	life time.Duration
-}
-
 // claimTick makes the acquisition claim tick for life (driver.Ticker).
 func claimTick(tick string, life time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.tick = &tickClaim{tick: tick, life: life} }

@@ -442,3 +442,24 @@ func (l *Lock) end(err error) bool {
 	}
 	return true
 }
+
+// held is how long ago l's acquiring request was sent.
+func (l *Lock) held() time.Duration { return time.Since(l.sent) }
+
+// endReleased ends l as released (err matches ErrReleased) and reports it,
+// unless it had already ended. ctx is the releasing call's.
+func (l *Lock) endReleased(ctx context.Context, err error) {
+	if !l.end(err) {
+		return
+	}
+	if h := l.client.hooks.Released; h != nil {
+		h(ctx, ReleaseEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Held: l.held()})
+	}
+}
+
+// noteLost reports the loss of l.
+func (l *Lock) noteLost(reason string) {
+	if h := l.client.hooks.Lost; h != nil {
+		h(LostEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Reason: reason, Held: l.held()})
+	}
+}

@@ -64,13 +64,6 @@ type Hooks struct {
 	RenewalDone func(RenewalEvent)
 }
 
-// WithHooks makes the Client call h's functions as it acquires, waits for,
-// releases, renews and loses locks (see Hooks). It may be given more than
-// once: the hooks of each are called, in the order given.
-func WithHooks(h Hooks) Option {
-	return func(c *clientConfig) { c.hooks = append(c.hooks, h) }
-}
-
 // Kind is the kind of hold an event is about (see driver.Kind).
 type Kind = driver.Kind
 
@@ -243,87 +236,4 @@ func fanOutCtx[E any](hs []Hooks, field func(*Hooks) func(context.Context, E)) f
 			f(ctx, e)
 		}
 	}
-}
-
-// refused reports an acquire call refused before it made an attempt, and
-// returns its error.
-func (c *Client) refused(ctx context.Context, key string, kind Kind, err error) error {
-	if h := c.hooks.AcquireDone; h != nil {
-		h(ctx, AcquireEvent{Key: key, Kind: kind, Outcome: outcomeOf(err), Err: err})
-	}
-	return err
-}
-
-// acquireDone reports the end of a waiter's call: lk, or err.
-func (w *waiter) acquireDone(lk *Lock, err error) {
-	if w.waitStart != (time.Time{}) {
-		if h := w.c.hooks.WaitDone; h != nil {
-			h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind, Waited: time.Since(w.waitStart)})
-		}
-	}
-	h := w.c.hooks.AcquireDone
-	if h == nil {
-		return
-	}
-	ev := AcquireEvent{Key: w.req.Key, Kind: w.cfg.kind, Outcome: outcomeOf(err),
-		Wait: time.Since(w.start), Attempts: w.attempts, Err: err}
-	if lk != nil {
-		ev.Fence = lk.fence
-	}
-	h(w.parent, ev)
-}
-
-// beginWait notes that the waiter is about to block, the first time it is.
-func (w *waiter) beginWait() {
-	if w.waitStart != (time.Time{}) || (w.c.hooks.WaitStart == nil && w.c.hooks.WaitDone == nil) {
-		return
-	}
-	w.waitStart = time.Now()
-	if h := w.c.hooks.WaitStart; h != nil {
-		h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
-	}
-}
-
-// held is how long ago l's acquiring request was sent.
-func (l *Lock) held() time.Duration { return time.Since(l.sent) }
-
-// endReleased ends l as released (err matches ErrReleased) and reports it,
-// unless it had already ended. ctx is the releasing call's.
-func (l *Lock) endReleased(ctx context.Context, err error) {
-	if !l.end(err) {
-		return
-	}
-	if h := l.client.hooks.Released; h != nil {
-		h(ctx, ReleaseEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Held: l.held()})
-	}
-}
-
-// noteLost reports the loss of l.
-func (l *Lock) noteLost(reason string) {
-	if h := l.client.hooks.Lost; h != nil {
-		h(LostEvent{Key: l.ref.Key, Kind: l.kind, Fence: l.fence, Reason: reason, Held: l.held()})
-	}
-}
-
-// noteRenewals reports a renewal batch sent at sent, with its results.
-func (c *Client) noteRenewals(sent time.Time, results []driver.RenewResult, err error, n int) {
-	h := c.hooks.RenewalDone
-	if h == nil {
-		return
-	}
-	ev := RenewalEvent{Locks: n, Duration: time.Since(sent)}
-	// Close cancels the renewals still in flight once it has released
-	// their locks (Stop): those did not fail.
-	closing := c.leases.Stopped()
-	for i := range n {
-		switch {
-		case err != nil || results[i].Err != nil:
-			if !closing {
-				ev.Failed++
-			}
-		case !results[i].Held:
-			ev.Gone++
-		}
-	}
-	h(ev)
 }

@@ -91,6 +91,13 @@ func WithLogger(logger *slog.Logger) Option {
 	}
 }
 
+// WithHooks makes the Client call h's functions as it acquires, waits for,
+// releases, renews and loses locks (see Hooks). It may be given more than
+// once: the hooks of each are called, in the order given.
+func WithHooks(h Hooks) Option {
+	return func(c *clientConfig) { c.hooks = append(c.hooks, h) }
+}
+
 // WithTokenGenerator replaces the generator of owner tokens (default: 128
 // random bits from crypto/rand, base64url). Each call must return a value no
 // other acquisition of the same key will ever use; an empty token or an error
@@ -223,54 +230,6 @@ func WithRetry(strategy RetryStrategy) AcquireOption {
 	return func(c *acquireConfig) { c.retry = strategy }
 }
 
-// resolveAcquire applies opts and validates them against key and ttl.
-func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquireConfig, error) {
-	cfg := acquireConfig{retry: defaultRetry}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
-	}
-	if c.cfg.marginErr != nil {
-		return cfg, c.cfg.marginErr
-	}
-	if c.cfg.identityErr != nil {
-		return cfg, c.cfg.identityErr
-	}
-	if key == "" {
-		return cfg, invalid("key", key, "must not be empty")
-	}
-	if err := checkTTL(ttl); err != nil {
-		return cfg, err
-	}
-	if cfg.autoRenewSet {
-		if err := c.checkRenewInterval(cfg.autoRenew, ttl); err != nil {
-			return cfg, err
-		}
-	}
-	if cfg.waitSet && cfg.wait < 0 {
-		return cfg, invalid("WithWait duration", cfg.wait, "must not be negative")
-	}
-	if cfg.maxFailuresSet && cfg.maxFailures < 0 {
-		return cfg, invalid("WithMaxFailures count", cfg.maxFailures, "must not be negative")
-	}
-	if cfg.maxHoldSet && cfg.maxHold < MinTTL {
-		return cfg, invalid("WithMaxHold duration", cfg.maxHold, "must be at least MinTTL ("+MinTTL.String()+")")
-	}
-	if cfg.retry == nil {
-		return cfg, invalid("WithRetry strategy", nil, "must not be nil")
-	}
-	if err := c.checkFair(cfg); err != nil {
-		return cfg, err
-	}
-	if v, ok := cfg.retry.(interface{ validate() error }); ok {
-		if err := v.validate(); err != nil {
-			return cfg, err
-		}
-	}
-	return cfg, nil
-}
-
 // checkTTL refuses a lease shorter than MinTTL or longer than MaxTTL.
 func checkTTL(ttl time.Duration) error {
 	return checkLease("ttl", ttl)
@@ -281,16 +240,6 @@ func checkTTL(ttl time.Duration) error {
 func checkLease(name string, d time.Duration) error {
 	if d < MinTTL || d > MaxTTL {
 		return invalid(name, d, "must be between MinTTL ("+MinTTL.String()+") and MaxTTL ("+MaxTTL.String()+")")
-	}
-	return nil
-}
-
-// checkRenewInterval refuses a renewal interval that would not renew the
-// lock before its local lease deadline (the ttl less the safety margin).
-func (c *Client) checkRenewInterval(interval, ttl time.Duration) error {
-	if local := c.localLease(ttl); interval <= 0 || interval >= local {
-		return invalid("WithAutoRenew interval", interval, fmt.Sprintf(
-			"must be positive and shorter than the local lease %v (the ttl %v less the safety margin)", local, ttl))
 	}
 	return nil
 }
@@ -459,4 +408,11 @@ func jitter(d time.Duration) time.Duration {
 	}
 	half := d / 2
 	return half + rand.N(d-half+1)
+}
+
+// tickClaim is the acquire option of a RunJob attempt: the tick its
+// acquisition claims (driver.TickRequest).
+type tickClaim struct {
+	tick string
+	life time.Duration
 }

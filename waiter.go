@@ -508,3 +508,33 @@ func drain(c <-chan struct{}) {
 	default:
 	}
 }
+
+// acquireDone reports the end of a waiter's call: lk, or err.
+func (w *waiter) acquireDone(lk *Lock, err error) {
+	if w.waitStart != (time.Time{}) {
+		if h := w.c.hooks.WaitDone; h != nil {
+			h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind, Waited: time.Since(w.waitStart)})
+		}
+	}
+	h := w.c.hooks.AcquireDone
+	if h == nil {
+		return
+	}
+	ev := AcquireEvent{Key: w.req.Key, Kind: w.cfg.kind, Outcome: outcomeOf(err),
+		Wait: time.Since(w.start), Attempts: w.attempts, Err: err}
+	if lk != nil {
+		ev.Fence = lk.fence
+	}
+	h(w.parent, ev)
+}
+
+// beginWait notes that the waiter is about to block, the first time it is.
+func (w *waiter) beginWait() {
+	if w.waitStart != (time.Time{}) || (w.c.hooks.WaitStart == nil && w.c.hooks.WaitDone == nil) {
+		return
+	}
+	w.waitStart = time.Now()
+	if h := w.c.hooks.WaitStart; h != nil {
+		h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
+	}
+}

@@ -49,9 +49,11 @@ func holderLearnsOfLoss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer next.Release(ctx)
 		if next.Fence() <= lk.Fence() {
 			t.Fatalf("next holder's fence %d, want more than %d", next.Fence(), lk.Fence())
+		}
+		if err := next.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -30,8 +30,10 @@ func Example_outage() {
 		fmt.Println(err)
 		return
 	}
-	defer lk.Release(ctx)
 	fmt.Println("store back, held:", lk.Held())
+	if err := lk.Release(ctx); err != nil {
+		fmt.Println(err)
+	}
 	// Output:
 	// store down, unavailable: true
 	// store back, held: true

@@ -64,13 +64,20 @@ if [ -n "$crossing" ]; then
 	echo "$crossing" >&2
 	exit 1
 fi
-# The module cache of the tidy runs is one of their own, filled from the
-# shared one: the shared cache would keep the first v0.1.0 it saw of each
-# fencelock module, and tidy would then read a stale tree.
+# The module cache of the tidy runs is one of their own, kept between runs
+# beside the build cache: the shared one would keep the first v0.1.0 it saw
+# of each fencelock module, and tidy would then read a stale tree. So
+# fencelock's own modules are removed from it before every run; the
+# third-party ones stay, which saves extracting them again.
 tmp=$(mktemp -d)
-trap 'GOMODCACHE="$tmp/modcache" go clean -modcache; rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"' EXIT
+tidy_cache="$(go env GOCACHE)/fencelock-tidy-modcache"
+if [ -d "$tidy_cache" ]; then
+	chmod -R u+w "$tidy_cache"/github.com/fencelock "$tidy_cache"/cache/download/github.com/fencelock 2>/dev/null || true
+	rm -rf "$tidy_cache"/github.com/fencelock "$tidy_cache"/cache/download/github.com/fencelock
+fi
 (cd scripts/modproxy && go run . -root ../.. -out "$tmp/proxy" >/dev/null)
-tidy_env=(GOWORK=off GOMODCACHE="$tmp/modcache" "GOPROXY=file://$tmp/proxy,file://$(go env GOMODCACHE)/cache/download"
+tidy_env=(GOWORK=off GOMODCACHE="$tidy_cache" "GOPROXY=file://$tmp/proxy,file://$(go env GOMODCACHE)/cache/download"
 	GOFLAGS="-mod=mod -buildvcs=false" GONOSUMDB=github.com/fencelock GOSUMDB=off)
 own_sum='^[+-]github\.com/fencelock/[^ ]+ v[^ ]+ h1:'
 for module in "${modules[@]}"; do

@@ -223,13 +223,23 @@ func WithRetry(strategy RetryStrategy) AcquireOption {
 	return func(c *acquireConfig) { c.retry = strategy }
 }
 
-// resolveAcquire applies opts and validates them against key and ttl.
-func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquireConfig, error) {
-	cfg := acquireConfig{retry: defaultRetry}
+// applyAcquireOptions returns cfg with opts applied. It is a function of
+// its own because the options take cfg's address, which moves cfg to the
+// heap: a call without options then costs no allocation.
+func applyAcquireOptions(cfg acquireConfig, opts []AcquireOption) acquireConfig {
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&cfg)
 		}
+	}
+	return cfg
+}
+
+// resolveAcquire applies opts and validates them against key and ttl.
+func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquireConfig, error) {
+	cfg := acquireConfig{retry: defaultRetry}
+	if len(opts) > 0 {
+		cfg = applyAcquireOptions(cfg, opts)
 	}
 	if c.cfg.marginErr != nil {
 		return cfg, c.cfg.marginErr

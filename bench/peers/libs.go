@@ -220,7 +220,7 @@ const poolSize = 256
 
 // goRedisSettings describes newGoRedis, for the output.
 const goRedisSettings = "go-redis v9 clients: PoolSize 256, ContextTimeoutEnabled (as fencelock's README asks; " +
-	"the same for every go-redis based library)"
+	"the same for every go-redis based library but fencelock-default-client)"
 
 // newGoRedis returns the go-redis client every go-redis based library uses.
 // ContextTimeoutEnabled makes go-redis end a request at its context's

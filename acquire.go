@@ -286,10 +286,8 @@ func (c *Client) completeGrant(lk *Lock, ttl time.Duration) {
 // resolveAcquire applies opts and validates them against key and ttl.
 func (c *Client) resolveAcquire(key string, ttl time.Duration, opts []AcquireOption) (acquireConfig, error) {
 	cfg := acquireConfig{retry: defaultRetry}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
+	if len(opts) > 0 {
+		cfg = applyAcquireOptions(cfg, opts)
 	}
 	if c.cfg.marginErr != nil {
 		return cfg, c.cfg.marginErr

@@ -29,11 +29,13 @@ type Client struct {
 	log     *slog.Logger
 	hooks   Hooks // WithHooks, merged (observer.go); nil fields are skipped
 
-	// closeCtx is cancelled, with cause ErrClosed, by Close. Waits and
-	// acquire attempts in progress watch it so that Close ends them at once.
-	// Renewals do not: they go on until Close has released the locks.
+	// closeCtx is cancelled, with cause ErrClosed, by Close, which then
+	// ends the contexts of the waits, acquire attempts and Do and RunJob
+	// functions in progress (onClose) the same way, at once. Renewals go
+	// on until Close has released the locks.
 	closeCtx context.Context
 	closeFn  context.CancelCauseFunc
+	onClose  closeSet
 
 	leases   *lease.Keeper // every held lock: renewal and local lease deadlines
 	releaser *releaser     // releases to retry in the background
@@ -89,6 +91,7 @@ func (c *Client) Close() error {
 		// End the waits and refuse new calls, then let the calls in flight
 		// finish: a lock they acquire is then among those released below.
 		c.closeFn(ErrClosed)
+		c.onClose.close()
 		c.ops.wait()
 		held := c.leases.StopAccepting()
 

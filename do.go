@@ -63,9 +63,9 @@ type holding interface {
 func runHolding[H holding](c *Client, ctx context.Context, h H, fn func(context.Context, H) error, prefix string) (err error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	stopOnEnd := h.whenEnded(func(err error) { cancel(err) })
-	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
+	c.onClose.add(fnCtx, cancel)
 	defer func() {
-		stopOnClose()
+		c.onClose.remove(fnCtx)
 		stopOnEnd()
 		cancel(context.Canceled)
 		lost := h.lostErr()

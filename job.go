@@ -157,9 +157,9 @@ func (c *Client) RunJob(ctx context.Context, job Job, scheduled time.Time, fn fu
 	// fn's context ends when the lease does, or when the Client is closed.
 	runCtx, cancel := context.WithCancelCause(ctx)
 	stopOnEnd := lk.whenEnded(func(err error) { cancel(err) })
-	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
+	c.onClose.add(runCtx, cancel)
 	defer func() {
-		stopOnClose()
+		c.onClose.remove(runCtx)
 		stopOnEnd()
 		cancel(context.Canceled)
 		if lost := lk.Err(); lost != nil {

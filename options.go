@@ -230,6 +230,18 @@ func WithRetry(strategy RetryStrategy) AcquireOption {
 	return func(c *acquireConfig) { c.retry = strategy }
 }
 
+// applyAcquireOptions returns cfg with opts applied. It is a function of
+// its own because the options take cfg's address, which moves cfg to the
+// heap: a call without options then costs no allocation.
+func applyAcquireOptions(cfg acquireConfig, opts []AcquireOption) acquireConfig {
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	return cfg
+}
+
 // checkTTL refuses a lease shorter than MinTTL or longer than MaxTTL.
 func checkTTL(ttl time.Duration) error {
 	return checkLease("ttl", ttl)

@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
@@ -37,6 +38,9 @@ type waiter struct {
 	ctx    context.Context // parent, bounded by WithWait and Close
 	start  time.Time
 
+	cancel     context.CancelCauseFunc // ends ctx (Close: with ErrClosed)
+	cancelWait context.CancelFunc      // stops WithWait's timer; nil without one
+
 	waitStart time.Time // when the call began to wait, for Hooks; zero until then, or without hooks
 
 	place *waitq.Place  // this call's place in the Client's line for the key; nil until it lines up
@@ -63,9 +67,9 @@ type waiter struct {
 // acquireWaiting runs a waiter until it holds the lock or gives up.
 func (c *Client) acquireWaiting(parent context.Context, req driver.Request, cfg acquireConfig) (lk *Lock, err error) {
 	req.Notify = cfg.notify
-	w, stop := c.newWaiter(parent, req, cfg)
+	w := c.newWaiter(parent, req, cfg)
 	defer func() {
-		stop(lk != nil)
+		w.stop(lk != nil)
 		w.acquireDone(lk, err)
 	}()
 	if parent.Err() != nil {
@@ -134,36 +138,41 @@ func (c *Client) acquireWaiting(parent context.Context, req driver.Request, cfg 
 	return nil, w.giveUp()
 }
 
-// newWaiter bounds the wait by parent, WithWait and Close. stop releases
-// what the waiter holds; acquired says it leaves with the lock.
-func (c *Client) newWaiter(parent context.Context, req driver.Request, cfg acquireConfig) (*waiter, func(acquired bool)) {
+// newWaiter bounds the wait by parent, WithWait and Close (c.onClose). The
+// caller must call stop when the wait ends.
+func (c *Client) newWaiter(parent context.Context, req driver.Request, cfg acquireConfig) *waiter {
 	w := &waiter{c: c, req: req, cfg: cfg, parent: parent, start: time.Now()}
-	ctx, cancel := context.WithCancelCause(parent)
-	stopOnClose := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
-	w.ctx = ctx
-	var cancelWait context.CancelFunc = func() {}
+	w.ctx, w.cancel = context.WithCancelCause(parent)
+	c.onClose.add(w, w.cancel)
 	if cfg.waitSet && cfg.wait > 0 {
-		w.ctx, cancelWait = context.WithTimeoutCause(ctx, cfg.wait, errWaitElapsed)
+		w.ctx, w.cancelWait = context.WithTimeoutCause(w.ctx, cfg.wait, errWaitElapsed)
 	}
 	w.maxFailures = cfg.maxFailures
 	if !cfg.maxFailuresSet && !w.hasDeadline() {
 		w.maxFailures = defaultMaxFailures
 	}
-	return w, func(acquired bool) {
-		if w.watch != nil {
-			w.watch.Stop()
-			c.queues.WatchStopped(w.watched())
-		}
-		if w.timer != nil {
-			w.timer.Stop()
-		}
-		if w.place != nil {
-			c.queues.Leave(req.Key, w.place, acquired)
-		}
-		cancelWait()
-		stopOnClose()
-		cancel(nil)
+	return w
+}
+
+// stop releases what the waiter holds; acquired says it leaves with the
+// lock.
+func (w *waiter) stop(acquired bool) {
+	c := w.c
+	if w.watch != nil {
+		w.watch.Stop()
+		c.queues.WatchStopped(w.watched())
 	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.place != nil {
+		c.queues.Leave(w.req.Key, w.place, acquired)
+	}
+	if w.cancelWait != nil {
+		w.cancelWait()
+	}
+	c.onClose.remove(w)
+	w.cancel(nil)
 }
 
 // singleAttempt reports whether the call makes one attempt only
@@ -536,5 +545,52 @@ func (w *waiter) beginWait() {
 	w.waitStart = time.Now()
 	if h := w.c.hooks.WaitStart; h != nil {
 		h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
+	}
+}
+
+// closeSet holds the cancel functions of the calls in progress that Close
+// ends at once (waits, and the contexts Do and RunJob give fn), each under
+// a key of its own (a pointer). A context.AfterFunc on the Client's
+// closeCtx per call would do the same at three allocations a call; an entry
+// here costs none once the map has grown.
+type closeSet struct {
+	mu      sync.Mutex
+	cancels map[any]context.CancelCauseFunc
+	closed  bool
+}
+
+// add registers cancel under key, or calls it with ErrClosed at once after
+// close.
+func (s *closeSet) add(key any, cancel context.CancelCauseFunc) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel(ErrClosed)
+		return
+	}
+	if s.cancels == nil {
+		s.cancels = make(map[any]context.CancelCauseFunc)
+	}
+	s.cancels[key] = cancel
+	s.mu.Unlock()
+}
+
+// remove forgets the cancel function under key.
+func (s *closeSet) remove(key any) {
+	s.mu.Lock()
+	delete(s.cancels, key)
+	s.mu.Unlock()
+}
+
+// close calls every registered cancel function with ErrClosed, and those
+// added later.
+func (s *closeSet) close() {
+	s.mu.Lock()
+	s.closed = true
+	cancels := s.cancels
+	s.cancels = nil
+	s.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(ErrClosed)
 	}
 }

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -86,10 +87,18 @@ func TestInlineRequests(t *testing.T) {
 // when the server does not answer, and one that never left the client (the
 // only connection was busy) is reported as not sent.
 func TestInlineRequestsEndAtDeadline(t *testing.T) {
+	for _, contextTimeouts := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", contextTimeouts), func(t *testing.T) {
+			testInlineRequestsEndAtDeadline(t, contextTimeouts)
+		})
+	}
+}
+
+func testInlineRequestsEndAtDeadline(t *testing.T, contextTimeouts bool) {
 	srv := servertest.Redis(t)
 	proxy := faultproxy.New(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{
-		Addr: proxy.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		Addr: proxy.Addr(), ContextTimeoutEnabled: contextTimeouts, MaxRetries: -1,
 		// Far beyond the deadlines below: only the context can end a call.
 		ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolSize: 1, PoolTimeout: time.Minute,
 	})
@@ -151,4 +160,31 @@ func TestDriverContextTimeouts(t *testing.T) {
 		t.Cleanup(func() { b.Close(); rdb.Close() })
 		return b
 	})
+}
+
+// The Backend cannot send a default client's requests through a clone of
+// it with ContextTimeoutEnabled set on the clone's own options
+// ((*redis.Client).WithTimeout shares the connection pool and copies the
+// options), because the clone does not carry the client's hooks: the
+// user's tracing and metrics would stop seeing fencelock's commands. This
+// pins that go-redis behaviour; when it fails, go-redis's clones keep
+// their parent's hooks and the Backend can take that path (no goroutine
+// per request, as with ContextTimeoutEnabled) without changing the user's
+// client.
+func TestWithTimeoutCloneDropsHooks(t *testing.T) {
+	srv := servertest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	hook := &callerHook{caller: "redisbackend_test.TestWithTimeoutCloneDropsHooks"}
+	rdb.AddHook(hook)
+	clone := rdb.WithTimeout(rdb.Options().ReadTimeout)
+	if err := clone.Eval(context.Background(), "return 1", nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen := hook.inline.Load() + hook.hopped.Load(); seen != 0 {
+		t.Errorf("the parent's hook saw %d scripts sent on a WithTimeout clone, want 0 (go-redis now copies hooks to clones)", seen)
+	}
+	if rdb.PoolStats().TotalConns != 1 {
+		t.Errorf("the clone's command left %d connections in the parent's pool, want 1 (a shared pool)", rdb.PoolStats().TotalConns)
+	}
 }

@@ -31,6 +31,11 @@ const layersBlock = 100
 //     names, arguments and replies);
 //   - client: Client.Acquire and Lock.Release, what users call.
 //
+// It runs twice: on a client with ContextTimeoutEnabled, and on a client
+// with go-redis's default options, where the backend hands each request to
+// a goroutine of its own (see the package documentation); each layer also
+// reports the process's CPU per cycle ("client-cpu-µs", ...).
+//
 // Every step gets a fresh request context (context.WithTimeout, 10 s), as
 // in an HTTP handler. The layers take turns in blocks of layersBlock
 // cycles, so the machine's drift (large on a shared VM) falls on all of
@@ -42,7 +47,12 @@ const layersBlock = 100
 //	go test -run '^$' -bench Layers -benchtime 20000x -count 3 ./redisbackend
 func BenchmarkLayers(b *testing.B) {
 	srv := servertest.Redis(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 256, ContextTimeoutEnabled: true})
+	b.Run("ContextTimeoutEnabled", func(b *testing.B) { benchmarkLayers(b, srv.Addr(), true) })
+	b.Run("default-client", func(b *testing.B) { benchmarkLayers(b, srv.Addr(), false) })
+}
+
+func benchmarkLayers(b *testing.B, addr string, contextTimeouts bool) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 256, ContextTimeoutEnabled: contextTimeouts})
 	backend := redisbackend.New(rdb)
 	client := fencelock.New(backend)
 	b.Cleanup(func() {
@@ -70,6 +80,7 @@ func BenchmarkLayers(b *testing.B) {
 		name               string
 		cycle              func() (acquire, release time.Duration)
 		acquires, releases []time.Duration
+		cpu                time.Duration
 	}
 	layers := []*layer{
 		{name: "ping", cycle: func() (time.Duration, time.Duration) {
@@ -110,7 +121,9 @@ func BenchmarkLayers(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		l := layers[(i/layersBlock)%len(layers)]
+		cpu := cpuTime()
 		acquire, release := l.cycle()
+		l.cpu += cpuTime() - cpu
 		l.acquires = append(l.acquires, acquire)
 		l.releases = append(l.releases, release)
 		i++
@@ -125,5 +138,8 @@ func BenchmarkLayers(b *testing.B) {
 	for _, l := range layers {
 		b.ReportMetric(median(l.acquires), l.name+"-acquire-µs")
 		b.ReportMetric(median(l.releases), l.name+"-release-µs")
+		if len(l.acquires) > 0 {
+			b.ReportMetric(float64(l.cpu)/float64(len(l.acquires))/float64(time.Microsecond), l.name+"-cpu-µs")
+		}
 	}
 }

@@ -211,10 +211,25 @@ func (t *sendTracker) abandon() (unsent bool) {
 
 type trackerKey struct{}
 
+// trackedCtx is a call's context carrying its sendTracker: one allocation
+// where context.WithValue and a separate tracker would take two.
+type trackedCtx struct {
+	context.Context
+	sent sendTracker
+}
+
+// Value implements context.Context.
+func (c *trackedCtx) Value(key any) any {
+	if key == (trackerKey{}) {
+		return &c.sent
+	}
+	return c.Context.Value(key)
+}
+
 // withTracker returns ctx carrying a new sendTracker for one call.
 func withTracker(ctx context.Context) (context.Context, *sendTracker) {
-	t := &sendTracker{}
-	return context.WithValue(ctx, trackerKey{}, t), t
+	c := &trackedCtx{Context: ctx}
+	return c, &c.sent
 }
 
 // trackerFrom returns the sendTracker of the call that ctx belongs to, or nil.

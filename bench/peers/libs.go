@@ -76,6 +76,8 @@ const (
 	fencelockName     = "fencelock"
 	fencelockDoName   = "fencelock-Do"
 	fencelockFairName = "fencelock-fair"
+
+	fencelockDefaultClientName = "fencelock-default-client"
 )
 
 // Peers' waiting settings. The peers' defaults poll far more slowly (redsync
@@ -134,6 +136,15 @@ var libraries = []library{
 			"WithContext(ctx, key) woken by client-side-caching invalidations, cancel to release; held locks: " +
 			"its own keep-alive, ExtendInterval = renew interval",
 		connect: newRueidislock,
+	},
+	{
+		name: fencelockDefaultClientName,
+		settings: "not a library: fencelock as in the first column, on a go-redis client with go-redis's default " +
+			"options (PoolSize 256 only, no ContextTimeoutEnabled), as most users pass theirs: redisbackend then " +
+			"runs each request on a goroutine of its own so that the caller returns at its context's end. " +
+			"Uncontended workloads only; never the best peer",
+		connect:      newFencelockDefaultClient,
+		yardstickFor: []string{"serial", "parallel64"},
 	},
 	{
 		name: fencedFloorName,
@@ -209,7 +220,7 @@ const poolSize = 256
 
 // goRedisSettings describes newGoRedis, for the output.
 const goRedisSettings = "go-redis v9 clients: PoolSize 256, ContextTimeoutEnabled (as fencelock's README asks; " +
-	"the same for every go-redis based library)"
+	"the same for every go-redis based library but fencelock-default-client)"
 
 // newGoRedis returns the go-redis client every go-redis based library uses.
 // ContextTimeoutEnabled makes go-redis end a request at its context's
@@ -233,6 +244,11 @@ type fencelockLocker struct {
 
 func newFencelock(addr string, ttl, _ time.Duration) (locker, error) {
 	rdb := newGoRedis(addr)
+	return &fencelockLocker{rdb: rdb, client: fencelock.New(redisbackend.New(rdb)), ttl: ttl}, nil
+}
+
+func newFencelockDefaultClient(addr string, ttl, _ time.Duration) (locker, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 	return &fencelockLocker{rdb: rdb, client: fencelock.New(redisbackend.New(rdb)), ttl: ttl}, nil
 }
 

@@ -69,18 +69,22 @@ type notifier struct {
 	// (otherTurnGrace; tests shorten or lengthen it).
 	turnGrace time.Duration
 
-	// refusal is the current refusal, open until the server refuses a
-	// SUBSCRIBE (the client's credentials, or its user's permission for
-	// the channel): refuse then closes it, and the watches waiting for
-	// their subscriptions fail with its error.
-	refusal *refusal
+	// inflight are the channels of the SUBSCRIBEs the subscriber sent and
+	// the server has not answered yet, oldest first. The server answers
+	// commands in order, so a refusal (whose reply names no channel) is
+	// the answer to the first of them: it fails the watches of that
+	// channel only, not those of a channel subscribed after it. Emptied
+	// when the connection breaks (its commands died with it).
+	inflight []string
 
 	kick chan struct{} // buffered: the subscriber has work
 	quit chan struct{}
 	loop sync.WaitGroup // the receiver and the subscriber
 }
 
-// refusal is a refusal of a SUBSCRIBE, to come or come (notifier.refuse).
+// refusal is a refusal of a channel's SUBSCRIBE, to come or come
+// (notifier.refuse): a watch waiting for the channel's subscription fails
+// with err once done is closed.
 type refusal struct {
 	done chan struct{} // closed once err is set
 	err  error         // matches driver.ErrMisconfigured
@@ -109,6 +113,7 @@ type channel struct {
 	pending    int                       // SUBSCRIBEs sent whose confirmation has not come back
 	ready      chan struct{}             // closed once the latest SUBSCRIBE is confirmed
 	confirmed  bool
+	refusal    *refusal // the next refusal of this channel's SUBSCRIBE
 }
 
 // watcher says which messages of its channel wake a watch.
@@ -152,7 +157,6 @@ func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifie
 		turnGrace:    otherTurnGrace,
 		ownChannels:  map[string]bool{},
 		grantees:     map[string]chan struct{}{},
-		refusal:      &refusal{done: make(chan struct{})},
 		kick:         make(chan struct{}, 1),
 		quit:         make(chan struct{}),
 	}
@@ -210,8 +214,8 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 		go n.receive(n.ps)
 		go n.subscriber(n.ps)
 	}
-	refused := n.refusal
 	ch := n.channelLocked(name)
+	refused, grantsRefused := ch.refusal, (*refusal)(nil)
 	ch.watchers[wake] = wr
 	if wr.plain() {
 		ch.waiters++
@@ -235,6 +239,7 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 			n.markDirty(n.grantChannel(namespace)) // its SUBSCRIBE was refused: try again
 		}
 		grantsReady = grants.ready
+		grantsRefused = grants.refusal
 	}
 	n.mu.Unlock()
 
@@ -246,12 +251,20 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	}
 	timer := time.NewTimer(n.readyTimeout)
 	defer timer.Stop()
-	for _, ready := range [...]chan struct{}{ready, grantsReady} {
+	waits := [...]struct {
+		ready   chan struct{}
+		refused *refusal
+	}{{ready, refused}, {grantsReady, grantsRefused}}
+	for _, wait := range waits {
+		refusedDone := neverDone
+		if wait.refused != nil {
+			refusedDone = wait.refused.done
+		}
 		select {
-		case <-ready:
-		case <-refused.done:
+		case <-wait.ready:
+		case <-refusedDone:
 			w.Stop()
-			return nil, fmt.Errorf("redisbackend: subscribing to %s: %w", name, refused.err)
+			return nil, fmt.Errorf("redisbackend: subscribing to %s: %w", name, wait.refused.err)
 		case <-timer.C:
 			return w, nil
 		case <-ctx.Done():
@@ -261,6 +274,9 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 	}
 	return w, nil
 }
+
+// neverDone is a channel that is never closed: no refusal to wait for.
+var neverDone = make(chan struct{})
 
 // closedChan is a closed channel: a subscription that needs no waiting.
 var closedChan = func() chan struct{} {
@@ -274,7 +290,7 @@ var closedChan = func() chan struct{} {
 func (n *notifier) channelLocked(name string) *channel {
 	ch := n.channels[name]
 	if ch == nil {
-		ch = &channel{watchers: map[chan struct{}]watcher{}, ready: make(chan struct{})}
+		ch = &channel{watchers: map[chan struct{}]watcher{}, ready: make(chan struct{}), refusal: newRefusal()}
 		n.channels[name] = ch
 	}
 	return ch
@@ -364,10 +380,13 @@ func (n *notifier) subscriber(ps *redis.PubSub) {
 				err = ps.Unsubscribe(ctx, name)
 			}
 			cancel()
+			if subscribe && err != nil {
+				n.dropInflight(name) // not sent, or not answered on this connection
+			}
 			if refused(err) {
 				// go-redis could not log the connection in: trying again
 				// cannot help. The next watch tries.
-				n.refuse(err)
+				n.refuse("", err)
 				continue
 			}
 			n.changed(name, subscribe, err)
@@ -397,6 +416,7 @@ func (n *notifier) nextChange() (name string, subscribe, ok bool) {
 		case want && !ch.subscribed:
 			ch.subscribed = true
 			ch.pending++
+			n.inflight = append(n.inflight, name)
 			return name, true, true
 		case !want && ch.subscribed:
 			ch.subscribed = false
@@ -442,13 +462,14 @@ func (n *notifier) receive(ps *redis.PubSub) {
 		msg, err := ps.Receive(context.Background())
 		if refused(err) {
 			// A SUBSCRIBE refused; the connection is fine.
-			n.refuse(err)
+			n.refuse(n.takeInflight(), err)
 			continue
 		}
 		if err != nil {
 			if n.isClosed() {
 				return
 			}
+			n.clearInflight()
 			// go-redis reconnects and subscribes again on the next Receive.
 			n.wakeAll()
 			time.Sleep(backoff)
@@ -467,23 +488,72 @@ func (n *notifier) receive(ps *redis.PubSub) {
 	}
 }
 
-// refuse handles the refusal of a SUBSCRIBE (refused): the watches waiting
-// for a subscription fail with it (register), and the channels whose
-// subscription is not confirmed are taken as not subscribed, and left so:
-// retrying cannot help until the configuration changes, and the next
-// watch of a channel tries again.
-func (n *notifier) refuse(err error) {
+// refuse handles the refusal of a SUBSCRIBE (refused) of the channel name:
+// the watches waiting for its subscription fail with it (register), and
+// it is taken as not subscribed, and left so: retrying cannot help until
+// the configuration changes, and the next watch of the channel tries
+// again. Without a name (the connection's login was refused, or the
+// refused command is not known), every channel whose subscription is not
+// confirmed is refused.
+func (n *notifier) refuse(name string, err error) {
+	err = misconfigured(err)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	r := n.refusal
-	n.refusal = &refusal{done: make(chan struct{})}
-	r.err = misconfigured(err)
-	close(r.done)
+	refuseChannel := func(ch *channel) {
+		ch.subscribed, ch.pending = false, 0
+		r := ch.refusal
+		ch.refusal = newRefusal()
+		r.err = err
+		close(r.done)
+	}
+	if name != "" {
+		if ch := n.channels[name]; ch != nil && !ch.confirmed {
+			refuseChannel(ch)
+		}
+		return
+	}
 	for _, ch := range n.channels {
 		if ch.subscribed && !ch.confirmed {
-			ch.subscribed, ch.pending = false, 0
+			refuseChannel(ch)
 		}
 	}
+}
+
+// newRefusal returns a refusal still to come.
+func newRefusal() *refusal { return &refusal{done: make(chan struct{})} }
+
+// takeInflight returns the channel of the oldest SUBSCRIBE not answered
+// yet, and forgets it; "" when none is known.
+func (n *notifier) takeInflight() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.inflight) == 0 {
+		return ""
+	}
+	name := n.inflight[0]
+	n.inflight = n.inflight[1:]
+	return name
+}
+
+// dropInflight forgets the latest SUBSCRIBE of name, which the subscriber
+// could not send.
+func (n *notifier) dropInflight(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := len(n.inflight) - 1; i >= 0; i-- {
+		if n.inflight[i] == name {
+			n.inflight = append(n.inflight[:i], n.inflight[i+1:]...)
+			return
+		}
+	}
+}
+
+// clearInflight forgets every SUBSCRIBE not answered: the connection broke,
+// and go-redis subscribes every channel again on the next one.
+func (n *notifier) clearInflight() {
+	n.mu.Lock()
+	n.inflight = nil
+	n.mu.Unlock()
 }
 
 // confirm handles the server's confirmation of a SUBSCRIBE. Confirmations
@@ -493,6 +563,9 @@ func (n *notifier) refuse(err error) {
 func (n *notifier) confirm(name string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if len(n.inflight) > 0 && n.inflight[0] == name {
+		n.inflight = n.inflight[1:] // else a SUBSCRIBE go-redis sent again after a reconnect
+	}
 	ch := n.channels[name]
 	if ch == nil {
 		return

@@ -18,6 +18,7 @@ func TestModelMemory(t *testing.T) {
 // the tolerances of real time (see lockmodel.Target.Tolerance and the
 // model's realSlack).
 func TestModelRedis(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Redis(t)
 	tg := lockmodel.Redis(t, srv.Addr())
 	lockmodel.Run(t, tg)

@@ -26,6 +26,7 @@ import (
 // leader holding office 100ms and resigning. The server counts the leaders
 // in office (never more than one) and the terms (each above the last).
 func TestElectionOneLeaderAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	srv, _ := startRedis(t)
 	start := time.Now().Add(time.Second)
 	var outs []*bufio.Scanner
@@ -131,6 +132,7 @@ func TestElectionResignHandsOver(t *testing.T) {
 // A leader whose process is killed -9 is replaced once its lease (2s) has
 // run out, not before; the new term is higher.
 func TestElectionKilledLeaderReplaced(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 30*time.Second)
@@ -168,6 +170,7 @@ func TestElectionKilledLeaderReplaced(t *testing.T) {
 // can) is told through Done and Err, and its Context is cancelled with
 // cause ErrLost.
 func TestElectionLoss(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 20*time.Second)

@@ -145,6 +145,7 @@ func TestRunErrorReleaseFailedOneLine(t *testing.T) {
 
 // Against Redis, as users run it: a lock deleted behind Do's back.
 func TestRunErrorsOneLineRedis(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 60*time.Second)

@@ -17,6 +17,7 @@ import (
 // SCRIPT FLUSH (as after a restart or failover) costs a round trip, never
 // a failure: of acquires, TTLs, Refreshes, renewals and releases.
 func TestScriptFlushMidRun(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 2*time.Minute)
@@ -85,6 +86,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 // With the server gone, calls fail with errors within their contexts; no
 // panic, no hang.
 func TestServerDown(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 30*time.Second)

@@ -67,6 +67,7 @@ func (s *slowReplies) renewed(ttl time.Duration) int64 {
 // A Refresh whose reply is slow must not leave the local deadline past the
 // server's lease, whatever the automatic renewal does meanwhile.
 func TestRefreshAndRenewalTakeTurns(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	slow := &slowReplies{Backend: redisbackend.New(rdb)}
 	c := fencelock.New(slow)

@@ -150,6 +150,7 @@ func TestForceReleaseTakesReentriesMeanwhile(t *testing.T) {
 // held back until the waiter has the lock, as the scheduler sometimes
 // orders it on its own.
 func TestForceReleaseLeavesNextHolderRedis(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	holder, next := newClient(t, rdb), newClient(t, rdb)
 	took := make(chan struct{})

@@ -251,6 +251,7 @@ func checkFences(t *testing.T, results []holdsChildResult) int {
 // by 12 workers in 3 processes; every permit's fence is unique, and each
 // worker's fences increase.
 func TestSemaphoreBoundAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	const permits = 3
 	results := runHoldsWorkers(t, srv.Addr(), 3, holdsChildConfig{
@@ -277,6 +278,7 @@ func TestSemaphoreBoundAcrossProcesses(t *testing.T) {
 // 12 workers (3 writers) in 3 processes; with writer preference, the
 // writers get the lock although readers keep it busy.
 func TestRWLockExclusionAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	results := runHoldsWorkers(t, srv.Addr(), 3, holdsChildConfig{
 		Mode: "rwlock", Key: "doc", Workers: 4, Writers: 4, Duration: 3 * time.Second, Hold: 2 * time.Millisecond})
@@ -302,6 +304,7 @@ func TestRWLockExclusionAcrossProcesses(t *testing.T) {
 // A permit holder killed with SIGKILL keeps its permit until its lease
 // ends, and no longer: a waiter then takes it, with a larger fence.
 func TestSemaphoreKilledHolderReclaimed(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, time.Minute)
@@ -340,6 +343,7 @@ func TestSemaphoreKilledHolderReclaimed(t *testing.T) {
 // A reader killed with SIGKILL blocks the writer until its lease ends, and
 // no longer.
 func TestRWLockKilledReaderFreesWriter(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, time.Minute)
@@ -491,6 +495,7 @@ func TestRWLockKilledWriterLetsReadersIn(t *testing.T) {
 // gets the lock when the last reader leaves, and readers that waited behind
 // it get theirs when it releases.
 func TestRWLockWriterPreference(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	c1, c2 := newClient(t, rdb), newClient(t, rdb) // as two processes
 	ctx := ctxTimeout(t, time.Minute)
@@ -565,6 +570,7 @@ func TestRWLockWriterPreference(t *testing.T) {
 // Permits and read holds are renewed by the lease keeper against the real
 // server, and lost with ErrLost when the server no longer has them.
 func TestHoldsRenewedAndLost(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, time.Minute)

@@ -197,6 +197,7 @@ func TestJobInvalid(t *testing.T) {
 // each tick's attempts race within 100ms; the server counts exactly one
 // run per tick.
 func TestJobAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	ctx := ctxTimeout(t, 60*time.Second)
 	const ticks = 15
@@ -241,6 +242,7 @@ func TestJobAcrossProcesses(t *testing.T) {
 // before (the dead run's hold is there at once after the kill), and not
 // much after.
 func TestJobKilledRunFreedAfterLockAtMost(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 60*time.Second)

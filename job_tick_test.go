@@ -100,6 +100,7 @@ func TestJobFailedRunCountsRedis(t *testing.T) {
 // has lapsed (LockAtMost 3s), another instance skips that tick, and runs
 // the next one.
 func TestJobKilledRunCountsForItsTick(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	c := newClient(t, rdb)
 	ctx := ctxTimeout(t, 60*time.Second)

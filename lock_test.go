@@ -17,6 +17,7 @@ import (
 // Eight Clients (as if eight processes) with eight goroutines each take
 // turns on one key: never more than one of them is inside at a time.
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	const clients, goroutines, rounds = 8, 8, 50
 	ctx := ctxTimeout(t, 2*time.Minute)

@@ -178,6 +178,7 @@ func TestMaxHoldInvalid(t *testing.T) {
 // and a 1.5s maximum hold is lost at the bound and released on the server,
 // so another Client gets it long before the renewed lease would have ended.
 func TestMaxHoldRedis(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	a, b := newClient(t, rdb), newClient(t, rdb)
 	ctx := ctxTimeout(t, 30*time.Second)

@@ -16,9 +16,12 @@ func TestModelMemory(t *testing.T) {
 
 // The model against a real redis-server, in real time: fewer steps, and
 // the tolerances of real time (see lockmodel.Target.Tolerance and the
-// model's realSlack).
+// model's realSlack). Its checks mostly wait on leases and the network, so
+// they run in parallel parts, each on a redis-server of its own.
 func TestModelRedis(t *testing.T) {
-	srv := servertest.Redis(t)
-	tg := lockmodel.Redis(t, srv.Addr())
-	lockmodel.Run(t, tg)
+	t.Parallel()
+	lockmodel.RunParts(t, 5, func(t *testing.T) lockmodel.Target {
+		srv := servertest.Redis(t)
+		return lockmodel.Redis(t, srv.Addr())
+	})
 }

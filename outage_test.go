@@ -327,6 +327,7 @@ func outageAbandonedAcquire(t *testing.T, c *fencelock.Client, key string, sent 
 // ErrNotAcquired: nobody else held the key), and another client must get
 // each key afterwards.
 func TestOutageLateAcquireReplyIsNotAHeldLock(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	p := faultproxy.New(t, srv.Addr())
 	c := newClient(t, newRedisClient(t, p.Addr()))
@@ -412,6 +413,7 @@ func TestOutageAbandonedAcquireIsReleased(t *testing.T) {
 // tombstone that makes the server refuse the late request: no hold, no fence
 // minted, the key free for another client.
 func TestOutageAbandonedAcquireLandingLateIsRefused(t *testing.T) {
+	t.Parallel()
 	srv, rdb := outageServer(t)
 	slow := faultproxy.New(t, srv.Addr()) // the connection the acquire goes on
 	fast := faultproxy.New(t, srv.Addr()) // every later one: the clean-up's
@@ -447,6 +449,7 @@ func TestOutageAbandonedAcquireLandingLateIsRefused(t *testing.T) {
 // for the clean-up (and report no unconfirmed release), and the acquire
 // request that lands afterwards must find the key guarded and leave it free.
 func TestOutageCloseFinishesAbandonedAcquireCleanup(t *testing.T) {
+	t.Parallel()
 	srv, rdb := outageServer(t)
 	slow := faultproxy.New(t, srv.Addr())
 	fast := faultproxy.New(t, srv.Addr())
@@ -497,6 +500,7 @@ func TestOutageCloseFinishesAbandonedAcquireCleanup(t *testing.T) {
 // key within 5s, well before the 10s a landed renewal would keep it, and the
 // key must stay free.
 func TestOutageReleaseDuringOutage(t *testing.T) {
+	t.Parallel()
 	const (
 		ttl          = 10 * time.Second
 		interval     = time.Second
@@ -526,6 +530,7 @@ func TestOutageReleaseDuringOutage(t *testing.T) {
 	}
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
 			srv, rdb := outageServer(t)
 			p := faultproxy.New(t, srv.Addr())
 			hook := &outageHook{}
@@ -697,6 +702,7 @@ func TestOutageLockScriptsRunOnce(t *testing.T) {
 // confirm it (or at all), Release returns ErrUnavailable and the Client
 // releases in the background once the server is reachable.
 func TestOutageReleaseReplyLost(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T) (*faultproxy.Proxy, *redis.Client, *outageHook, *fencelock.Client, *fencelock.Client) {
 		srv, rdb := startRedis(t)
 		p := faultproxy.New(t, srv.Addr())
@@ -712,6 +718,7 @@ func TestOutageReleaseReplyLost(t *testing.T) {
 	}
 
 	t.Run("Release", func(t *testing.T) {
+		t.Parallel()
 		p, rdb, _, c, other := setup(t)
 		ctx := ctxTimeout(t, time.Minute)
 		const key = "lost-release-reply"
@@ -735,6 +742,7 @@ func TestOutageReleaseReplyLost(t *testing.T) {
 	})
 
 	t.Run("Do", func(t *testing.T) {
+		t.Parallel()
 		p, rdb, _, c, other := setup(t)
 		ctx := ctxTimeout(t, time.Minute)
 		const key = "lost-release-reply-do"
@@ -763,6 +771,7 @@ func TestOutageReleaseReplyLost(t *testing.T) {
 	// would have confirmed it, cannot reach the server (the network swallows
 	// everything from then on).
 	t.Run("reply lost, then unreachable", func(t *testing.T) {
+		t.Parallel()
 		p, rdb, hook, c, other := setup(t)
 		ctx := ctxTimeout(t, time.Minute)
 		const key = "lost-release-reply-unreachable"
@@ -801,6 +810,7 @@ func TestOutageReleaseReplyLost(t *testing.T) {
 	// Release returns, and only the background release can free it before
 	// its 30s lease ends.
 	t.Run("unreachable", func(t *testing.T) {
+		t.Parallel()
 		p, rdb, _, c, other := setup(t)
 		ctx := ctxTimeout(t, time.Minute)
 		const key = "unreachable-release"

@@ -13,6 +13,7 @@ import (
 // take it, and the server's lease is still running after the one granted at
 // acquisition has surely ended.
 func TestAutoRenewKeepsLockHeld(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	c, other := newClient(t, rdb), newClient(t, rdb)
 	ctx := ctxTimeout(t, 60*time.Second)
@@ -54,6 +55,7 @@ func TestAutoRenewKeepsLockHeld(t *testing.T) {
 // (That it comes within one renewal interval is a timing property:
 // timing_test.go, on the memory backend.)
 func TestLossSignalledWhenKeyRemoved(t *testing.T) {
+	t.Parallel()
 	const ttl, interval = 30 * time.Second, time.Second
 	for _, tc := range []struct {
 		name   string
@@ -67,6 +69,7 @@ func TestLossSignalledWhenKeyRemoved(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, rdb := startRedis(t)
 			c, successor := newClient(t, rdb), newClient(t, rdb)
 			ctx := ctxTimeout(t, 60*time.Second)
@@ -127,6 +130,7 @@ func TestLossSignalledWhenKeyRemoved(t *testing.T) {
 // from the lease simply expiring. (The exact moment of the loss signal is a
 // timing property: timing_test.go, on the memory backend.)
 func TestLossSignalledWhenServerPaused(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	const (
 		margin   = 0.5

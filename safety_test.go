@@ -159,8 +159,10 @@ func TestLossSignalInBusyProcessPrecedesServerLease(t *testing.T) {
 // or releasing the other holds (or Close) would never free the key, and
 // further re-entries would keep it alive for ever.
 func TestLapsedReentrantHoldDoesNotKeepLock(t *testing.T) {
+	t.Parallel()
 	for _, end := range []string{"Release", "Close"} {
 		t.Run(end, func(t *testing.T) {
+			t.Parallel()
 			_, rdb := startRedis(t)
 			c := fencelock.New(redisbackend.New(rdb))
 			t.Cleanup(func() { c.Close() })
@@ -224,6 +226,7 @@ func (s *slowTTL) TTL(ctx context.Context, ref driver.Ref) (time.Duration, error
 // Close with a call in flight goes on renewing while it waits for the call,
 // so that the locks it still holds are released, not lapsed (ErrLost).
 func TestCloseWithCallInFlightKeepsRenewing(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	slow := &slowTTL{Backend: redisbackend.New(rdb), delay: 2 * time.Second, inFlight: make(chan struct{}, 1)}
 	c := fencelock.New(slow)
@@ -303,8 +306,10 @@ func TestWithWaitBoundsCallOnPausedServer(t *testing.T) {
 // Redis is down: it gives up with ErrUnavailable after DefaultMaxFailures
 // consecutive failed attempts.
 func TestAcquireWithoutDeadlineGivesUpDuringOutage(t *testing.T) {
+	t.Parallel()
 	for _, outage := range []string{"stopped", "paused"} {
 		t.Run(outage, func(t *testing.T) {
+			t.Parallel()
 			srv, rdb := startRedis(t)
 			c := newClient(t, rdb)
 			if err := rdb.Ping(context.Background()).Err(); err != nil {

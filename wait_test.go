@@ -79,6 +79,7 @@ func TestWaiterWokenOnRelease(t *testing.T) {
 // through the backend directly: a Client would release a lapsed lock in the
 // background, and the release message would wake the waiter.
 func TestWaiterTakesExpiredLease(t *testing.T) {
+	t.Parallel()
 	_, rdb := startRedis(t)
 	crashed := redisbackend.New(rdb)
 	t.Cleanup(func() { crashed.Close() })
@@ -111,6 +112,7 @@ func TestWaiterTakesExpiredLease(t *testing.T) {
 }
 
 func TestWaitEnds(t *testing.T) {
+	t.Parallel()
 	srv, rdb := startRedis(t)
 	holder := newClient(t, rdb)
 	attempts := &servertest.AcquireAttempts{}

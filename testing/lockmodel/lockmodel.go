@@ -43,6 +43,7 @@ package lockmodel
 
 import (
 	"flag"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -206,11 +207,66 @@ func Run(t *testing.T, tg Target) {
 	t.Helper()
 	restore := defaultFlags(map[string]string{"rapid.checks": strconv.Itoa(tg.Checks), "rapid.steps": strconv.Itoa(tg.Steps)})
 	defer restore()
-	n, _ := strconv.Atoi(flag.Lookup("rapid.steps").Value.String())
 	if !tg.Virtual {
 		// A run in real time does not replay: a fail file is of no use.
 		defer defaultFlags(map[string]string{"rapid.nofailfile": "true"})()
 	}
+	run(t, tg)
+}
+
+// RunParts runs the model's checks in parts parallel subtests of t, each
+// against a target of its own that target makes (on a server of its own,
+// say), together as many checks of as many steps as Run makes: for a
+// target in real time, whose checks spend most of their time waiting on
+// leases and the network. The first part runs against the target made for
+// t itself, which also gives the counts. Each part runs ceil(checks /
+// parts) checks (rapid's flags are global, so the parts share one count);
+// the number of parts is lowered so that none runs empty.
+func RunParts(t *testing.T, parts int, target func(t *testing.T) Target) {
+	t.Helper()
+	first := target(t)
+	restore := defaultFlags(map[string]string{"rapid.checks": strconv.Itoa(first.Checks), "rapid.steps": strconv.Itoa(first.Steps)})
+	if !first.Virtual {
+		restore = chain(restore, defaultFlags(map[string]string{"rapid.nofailfile": "true"}))
+	}
+	checks := flag.Lookup("rapid.checks")
+	total, _ := strconv.Atoi(checks.Value.String())
+	parts = max(1, min(parts, total))
+	each := (total + parts - 1) / parts
+	parts = (total + each - 1) / each
+	given := checks.Value.String()
+	checks.Value.Set(strconv.Itoa(each))
+	// The parts read the flags until they end, after this function
+	// returns: cleanup, which runs after every subtest, restores them.
+	t.Cleanup(func() {
+		checks.Value.Set(given)
+		restore()
+	})
+	t.Logf("%s: %d checks in %d parallel parts of at most %d", first.Name, total, parts, each)
+	for i := range parts {
+		t.Run(fmt.Sprintf("part%d", i+1), func(t *testing.T) {
+			t.Parallel()
+			tg := first
+			if i > 0 {
+				tg = target(t)
+			}
+			run(t, tg)
+		})
+	}
+}
+
+// chain returns a func that calls second, then first.
+func chain(first, second func()) func() {
+	return func() {
+		second()
+		first()
+	}
+}
+
+// run is Run once the flags are set.
+func run(t *testing.T, tg Target) {
+	t.Helper()
+	n, _ := strconv.Atoi(flag.Lookup("rapid.steps").Value.String())
 	var checks, steps atomic.Int64
 	start := time.Now()
 	defer func() {

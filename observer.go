@@ -54,7 +54,8 @@ type Hooks struct {
 
 	// Lost is called when a lock is lost (its Err matches ErrLost), by the
 	// goroutine that found it lost: the lease keeper's, or one that called
-	// a method of the Lock.
+	// a method of the Lock. It runs after the Lock's Done is closed, so
+	// whoever waits on Done learns of the loss first.
 	Lost func(LostEvent)
 
 	// RenewalDone is called when a batch of automatic renewals (one round

@@ -97,9 +97,8 @@ func TestRefusedByEtcd(t *testing.T) {
 	}
 
 	t.Run("renewal refused", func(t *testing.T) {
-		var mu sync.Mutex
-		var lost []fencelock.LostEvent
-		hooks := fencelock.Hooks{Lost: func(e fencelock.LostEvent) { mu.Lock(); lost = append(lost, e); mu.Unlock() }}
+		lost := make(chan fencelock.LostEvent, 2)
+		hooks := fencelock.Hooks{Lost: func(e fencelock.LostEvent) { lost <- e }}
 		c := fencelock.New(etcdbackend.New(clientAs(t, endpoints, "locker", "pw")), fencelock.WithHooks(hooks))
 		t.Cleanup(func() { c.Close() })
 		if err := c.Check(ctx); err != nil {
@@ -112,18 +111,28 @@ func TestRefusedByEtcd(t *testing.T) {
 		if _, err := root.RoleRevokePermission(ctx, "locks", "lock/", clientv3.GetPrefixRangeEnd("lock/")); err != nil {
 			t.Fatal(err)
 		}
+		// Its deadline is 9s away: the bounds only keep a broken test from
+		// hanging. The Lost hook runs after Done is closed, in the goroutine
+		// that ended the lock: the test waits for each.
 		select {
 		case <-lk.Done():
-		case <-time.After(30 * time.Second): // its deadline is 9s away: a bound that only keeps a broken test from hanging
+		case <-time.After(30 * time.Second):
 			t.Fatal("the lock whose renewal was refused did not end")
 		}
 		if err := lk.Err(); !errors.Is(err, fencelock.ErrLost) || !errors.Is(err, fencelock.ErrMisconfigured) {
 			t.Errorf("Err: %v; want ErrLost and ErrMisconfigured", err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(lost) != 1 || lost[0].Reason != "refused" {
-			t.Errorf("Lost events %+v; want one, reason refused", lost)
+		select {
+		case e := <-lost:
+			if e.Reason != "refused" {
+				t.Errorf("Lost event %+v; want reason refused", e)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no Lost event")
+		}
+		c.Close()
+		if len(lost) != 0 {
+			t.Errorf("a second Lost event: %+v", <-lost)
 		}
 	})
 }

@@ -36,8 +36,8 @@ func acquireCalls() []acquireCall {
 		{"AcquireAll", func(ctx context.Context, c *fencelock.Client, k string) error {
 			return multi(c.AcquireAll(ctx, []string{k, k + "2"}, ttl))
 		}},
-		{"TryAcquireAll", func(ctx context.Context, c *fencelock.Client, k string) error {
-			return multi(c.TryAcquireAll(ctx, []string{k, k + "2"}, ttl))
+		{"AcquireAll WithWait(0)", func(ctx context.Context, c *fencelock.Client, k string) error {
+			return multi(c.AcquireAll(ctx, []string{k, k + "2"}, ttl, fencelock.WithWait(0)))
 		}},
 		{"DoAll", func(ctx context.Context, c *fencelock.Client, k string) error {
 			return c.DoAll(ctx, []string{k, k + "2"}, ttl, fnAll)
@@ -128,7 +128,7 @@ func TestAcquireEndedContext(t *testing.T) {
 // ErrUnavailable, not ErrNotAcquired.
 func TestAcquireContextEndsWaiting(t *testing.T) {
 	for _, tc := range acquireCalls() {
-		if tc.name == "TryAcquire" || tc.name == "TryAcquireAll" || tc.name == "RunJob" ||
+		if tc.name == "TryAcquire" || tc.name == "AcquireAll WithWait(0)" || tc.name == "RunJob" ||
 			tc.name == "Semaphore.TryAcquire" || tc.name == "RWLock.TryAcquireRead" || tc.name == "RWLock.TryAcquireWrite" {
 			continue // one attempt, which the context does not end
 		}

@@ -73,12 +73,6 @@ func (c *Client) Campaign(ctx context.Context, election, id string, ttl time.Dur
 	return &Leadership{election: election, id: id, lk: lk}, nil
 }
 
-// Election returns the name of the election.
-func (l *Leadership) Election() string { return l.election }
-
-// ID returns the candidate id the leadership was won with.
-func (l *Leadership) ID() string { return l.id }
-
 // Term returns the leadership's term: its lock's fencing token, strictly
 // greater than every earlier leader's. Send it with every write a leader
 // makes, so that the resource refuses a deposed leader's late writes.

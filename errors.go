@@ -125,13 +125,11 @@ func (e *NotAcquiredError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrNotAcquired.
-func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
-
-// Unwrap returns the reason waiting ended, so that errors.Is(err,
-// context.DeadlineExceeded) and errors.Is(err, ErrClosed) work.
+// Unwrap returns ErrNotAcquired and the reason waiting ended, so that
+// errors.Is(err, ErrNotAcquired), errors.Is(err, context.DeadlineExceeded)
+// and errors.Is(err, ErrClosed) work.
 func (e *NotAcquiredError) Unwrap() []error {
-	var errs []error
+	errs := []error{ErrNotAcquired}
 	if e.Cause != nil {
 		errs = append(errs, e.Cause)
 	}
@@ -172,13 +170,11 @@ func (e *UnavailableError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrUnavailable.
-func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
-
-// Unwrap returns the last backend error and the reason the call stopped, so
-// that errors.Is(err, context.DeadlineExceeded) works.
+// Unwrap returns ErrUnavailable, the last backend error and the reason the
+// call stopped, so that errors.Is(err, ErrUnavailable) and errors.Is(err,
+// context.DeadlineExceeded) work.
 func (e *UnavailableError) Unwrap() []error {
-	var errs []error
+	errs := []error{ErrUnavailable}
 	if e.Err != nil {
 		errs = append(errs, e.Err)
 	}

@@ -25,8 +25,9 @@ func ExampleClient_DoAll() {
 
 	keys := []string{"stock:berlin:42", "stock:paris:42"}
 	err := locks.DoAll(ctx, keys, 10*time.Second, func(ctx context.Context, m *fencelock.MultiLock) error {
-		fences := m.Fences() // pass each to the store of its warehouse
-		fmt.Println("holding", len(fences), "locks, fenced:", fences[keys[0]] > 0 && fences[keys[1]] > 0)
+		// Each key has a fence of its own: pass each to the store of its warehouse.
+		berlin, paris := m.Lock(keys[0]).Fence(), m.Lock(keys[1]).Fence()
+		fmt.Println("holding", len(m.Locks()), "locks, fenced:", berlin > 0 && paris > 0)
 		return nil
 	})
 	fmt.Println("done:", err)

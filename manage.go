@@ -19,9 +19,6 @@ import (
 // (see driver.LockInfo).
 type LockInfo = driver.LockInfo
 
-// HoldInfo is one live hold (see driver.HoldInfo).
-type HoldInfo = driver.HoldInfo
-
 // Inspect returns the state of the lock named key: whether it is held, by
 // whom, with which fence, its holds and their remaining leases, and the
 // holds of the semaphore and the read-write lock of the same name
@@ -238,8 +235,8 @@ func checkForceArgs(reason string, kinds []Kind) error {
 func wantedKind(kinds []Kind, k Kind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
 
 // wantedHolds returns the holds of the kinds ForceRelease frees.
-func wantedHolds(holds []HoldInfo, kinds []Kind) []HoldInfo {
-	var out []HoldInfo
+func wantedHolds(holds []driver.HoldInfo, kinds []Kind) []driver.HoldInfo {
+	var out []driver.HoldInfo
 	for _, h := range holds {
 		if wantedKind(kinds, h.Kind) {
 			out = append(out, h)
@@ -255,11 +252,11 @@ type forcing struct {
 	inspector   driver.Inspector
 	key, reason string
 
-	before LockInfo   // the state before
-	lock   bool       // the lock is held and wanted
-	others []HoldInfo // the wanted holds of the other kinds
+	before LockInfo          // the state before
+	lock   bool              // the lock is held and wanted
+	others []driver.HoldInfo // the wanted holds of the other kinds
 
-	released []HoldInfo
+	released []driver.HoldInfo
 	next     LockInfo // the lock's state after, when ForceRelease looked
 }
 
@@ -305,7 +302,7 @@ func (f *forcing) run() error {
 }
 
 // releaseHolds releases holds, keeping those that were live.
-func (f *forcing) releaseHolds(holds []HoldInfo) error {
+func (f *forcing) releaseHolds(holds []driver.HoldInfo) error {
 	for _, h := range holds {
 		ok, err := f.c.forceReleaseHold(f.ctx, f.key, h, f.reason)
 		if err != nil {
@@ -338,7 +335,7 @@ func (f *forcing) logDone(err error) {
 // forceReleaseHold releases h, a hold of key, by its token for
 // ForceRelease, and reports whether it was live. A hold that lapsed or was
 // released since it was seen is simply not found: that is what we want.
-func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, reason string) (bool, error) {
+func (c *Client) forceReleaseHold(ctx context.Context, key string, h driver.HoldInfo, reason string) (bool, error) {
 	if !c.store.Supports(h.Kind) {
 		return false, lockError("force release", key, fmt.Errorf("%w: a %v hold, which %T does not keep", ErrUnsupported, h.Kind, c.store))
 	}
@@ -360,7 +357,7 @@ func (c *Client) forceReleaseHold(ctx context.Context, key string, h HoldInfo, r
 }
 
 // shortTokens returns the holds' tokens, shortened for a log line.
-func shortTokens(holds []HoldInfo) []string {
+func shortTokens(holds []driver.HoldInfo) []string {
 	tokens := make([]string, 0, len(holds))
 	for _, h := range holds {
 		tokens = append(tokens, shortToken(h.Token))
@@ -371,7 +368,7 @@ func shortTokens(holds []HoldInfo) []string {
 // describeHolds names holds of any kind for a log line: the token,
 // shortened, after the kind and fence of a hold that is not the plain
 // lock's ("semaphore/7/Ab3dE9xY").
-func describeHolds(holds []HoldInfo) []string {
+func describeHolds(holds []driver.HoldInfo) []string {
 	out := make([]string, 0, len(holds))
 	for _, h := range holds {
 		if h.Kind == KindLock {

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// MultiLock is several locks taken together, all or nothing, by AcquireAll
-// or TryAcquireAll: for an operation that spans several resources (move
+// MultiLock is several locks taken together, all or nothing, by AcquireAll:
+// for an operation that spans several resources (move
 // stock between two warehouses, merge two accounts). Each key is a lock of
 // its own with its own fence; the MultiLock is held while all of them are,
 // and ends (Done, Err) when the first of them ends. Its methods are safe
@@ -30,25 +30,14 @@ type MultiLock struct {
 // for each other in a cycle (no deadlock, whatever order the callers list
 // the keys in). If any cannot be had (ctx ends, WithWait passes, an
 // outage), it releases the ones it took and returns that key's error: all or
-// nothing. The options apply to every lock; WithWait bounds the whole call.
+// nothing. The options apply to every lock; WithWait bounds the whole call,
+// and WithWait(0) makes it a single attempt per key, which fails with an
+// error matching ErrNotAcquired, holding none of them, as soon as one key is
+// held by someone else.
 //
 // It is not atomic: while it waits for a later key, it holds the earlier
 // ones, and others see them held. Keys must be distinct and not empty.
 func (c *Client) AcquireAll(ctx context.Context, keys []string, ttl time.Duration, opts ...AcquireOption) (*MultiLock, error) {
-	return c.acquireAll(ctx, keys, ttl, opts, c.Acquire)
-}
-
-// TryAcquireAll is AcquireAll with one attempt per key: it fails with an
-// error matching ErrNotAcquired, and holds none of them, as soon as one key
-// is held by someone else.
-func (c *Client) TryAcquireAll(ctx context.Context, keys []string, ttl time.Duration, opts ...AcquireOption) (*MultiLock, error) {
-	return c.acquireAll(ctx, keys, ttl, opts, c.TryAcquire)
-}
-
-// acquireAll takes the keys in sorted order with take, releasing what it
-// took on the first failure.
-func (c *Client) acquireAll(ctx context.Context, keys []string, ttl time.Duration, opts []AcquireOption,
-	take func(context.Context, string, time.Duration, ...AcquireOption) (*Lock, error)) (*MultiLock, error) {
 	if c == nil {
 		return nil, errNilClient
 	}
@@ -71,7 +60,7 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, ttl time.Duratio
 	}
 	m := &MultiLock{done: make(chan struct{})}
 	for _, key := range sorted {
-		lk, err := take(ctx, key, ttl, opts...)
+		lk, err := c.Acquire(ctx, key, ttl, opts...)
 		if err != nil {
 			m.releaseTaken(ctx)
 			return nil, err
@@ -151,19 +140,6 @@ func (m *MultiLock) keys() []string {
 		keys[i] = lk.Key()
 	}
 	return keys
-}
-
-// Fences returns each key's fencing token: pass each to the resource it
-// protects.
-func (m *MultiLock) Fences() map[string]int64 {
-	if m == nil {
-		return nil
-	}
-	fences := make(map[string]int64, len(m.locks))
-	for _, lk := range m.locks {
-		fences[lk.Key()] = lk.Fence()
-	}
-	return fences
 }
 
 // Held reports whether every lock is still held.

@@ -32,7 +32,8 @@ func TestAcquireAllNoDeadlock(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				for k, f := range m.Fences() {
+				for _, lk := range m.Locks() {
+					k, f := lk.Key(), lk.Fence()
 					if f <= last[k] {
 						t.Errorf("fence of %s went from %d to %d", k, last[k], f)
 					}
@@ -61,15 +62,20 @@ func TestAcquireAllAllOrNothing(t *testing.T) {
 		if _, err := holder.Acquire(ctx, "b", time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		_, err := c.TryAcquireAll(ctx, []string{"c", "b", "a"}, time.Minute)
+		// WithWait(0): one attempt per key, refused at once at b.
+		start := time.Now()
+		_, err := c.AcquireAll(ctx, []string{"c", "b", "a"}, time.Minute, fencelock.WithWait(0))
 		if !errors.Is(err, fencelock.ErrNotAcquired) {
-			t.Fatalf("TryAcquireAll with b held: %v, want ErrNotAcquired", err)
+			t.Fatalf("AcquireAll WithWait(0) with b held: %v, want ErrNotAcquired", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("AcquireAll WithWait(0) with b held waited %v", d)
 		}
 		if st := e.state("a"); st.Owner != "" {
-			t.Fatalf("a was left held by %q after TryAcquireAll failed", st.Owner)
+			t.Fatalf("a was left held by %q after AcquireAll WithWait(0) failed", st.Owner)
 		}
 		// WithWait bounds the whole call: a, then b for the rest of it.
-		start := time.Now()
+		start = time.Now()
 		_, err = c.AcquireAll(ctx, []string{"a", "b"}, time.Minute, fencelock.WithWait(3*time.Second))
 		if !errors.Is(err, fencelock.ErrNotAcquired) || time.Since(start) != 3*time.Second {
 			t.Fatalf("AcquireAll with b held and a 3s wait: %v after %v", err, time.Since(start))
@@ -158,7 +164,7 @@ func TestAcquireAllBadInput(t *testing.T) {
 		t.Fatalf("%d acquire attempts for bad input", n)
 	}
 	var m *fencelock.MultiLock
-	if m.Release(ctx) == nil || m.Err() == nil || m.Held() || m.Fences() != nil {
+	if m.Release(ctx) == nil || m.Err() == nil || m.Held() || m.Locks() != nil {
 		t.Fatal("a nil *MultiLock must report errors, not panic")
 	}
 }

@@ -52,14 +52,13 @@ func TestNilContext(t *testing.T) {
 	fnAll := func(context.Context, *fencelock.MultiLock) error { ran = true; return nil }
 	lock := func(_ *fencelock.Lock, err error) error { return err }
 	errs := map[string]func() error{
-		"Client.Acquire":       func() error { return lock(c.Acquire(nilCtx, "k", time.Minute)) },
-		"Client.TryAcquire":    func() error { return lock(c.TryAcquire(nilCtx, "k", time.Minute)) },
-		"Client.Do":            func() error { return c.Do(nilCtx, "k", time.Minute, fn) },
-		"Client.AcquireAll":    func() error { _, err := c.AcquireAll(nilCtx, []string{"k", "l"}, time.Minute); return err },
-		"Client.TryAcquireAll": func() error { _, err := c.TryAcquireAll(nilCtx, []string{"k", "l"}, time.Minute); return err },
-		"Client.DoAll":         func() error { return c.DoAll(nilCtx, []string{"k", "l"}, time.Minute, fnAll) },
-		"Client.Campaign":      func() error { _, err := c.Campaign(nilCtx, "k", "you", time.Minute); return err },
-		"Client.Leader":        func() error { _, err := c.Leader(nilCtx, "e"); return err },
+		"Client.Acquire":    func() error { return lock(c.Acquire(nilCtx, "k", time.Minute)) },
+		"Client.TryAcquire": func() error { return lock(c.TryAcquire(nilCtx, "k", time.Minute)) },
+		"Client.Do":         func() error { return c.Do(nilCtx, "k", time.Minute, fn) },
+		"Client.AcquireAll": func() error { _, err := c.AcquireAll(nilCtx, []string{"k", "l"}, time.Minute); return err },
+		"Client.DoAll":      func() error { return c.DoAll(nilCtx, []string{"k", "l"}, time.Minute, fnAll) },
+		"Client.Campaign":   func() error { _, err := c.Campaign(nilCtx, "k", "you", time.Minute); return err },
+		"Client.Leader":     func() error { _, err := c.Leader(nilCtx, "e"); return err },
 		"Client.RunJob": func() error {
 			_, err := c.RunJob(nilCtx, fencelock.Job{Name: "k", LockAtMost: time.Minute}, time.Now(), fn)
 			return err

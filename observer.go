@@ -29,7 +29,7 @@ import (
 // Client's own goroutines.
 type Hooks struct {
 	// AcquireDone is called when an acquire call returns: TryAcquire,
-	// Acquire and Do, once per key of AcquireAll and TryAcquireAll, the
+	// Acquire and Do, once per key of AcquireAll, the
 	// acquires of Semaphore and RWLock, Campaign and RunJob. ctx is the
 	// call's. (A call refused as a whole before it tried any key, such as
 	// an AcquireAll naming a key twice or a Do without a function, is not

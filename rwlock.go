@@ -42,9 +42,6 @@ func (c *Client) RWLock(name string) *RWLock {
 	return &RWLock{c: c, name: name}
 }
 
-// Name returns the lock's name, without namespace.
-func (rw *RWLock) Name() string { return rw.name }
-
 // TryAcquireRead makes one attempt to take a read hold with a lease of ttl.
 // It returns an error matching ErrNotAcquired when a writer holds the lock
 // or waits for it, and otherwise behaves as Client.TryAcquire.

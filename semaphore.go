@@ -9,7 +9,8 @@ import (
 )
 
 // Semaphore is a counting semaphore shared by every Client of the same
-// backend and namespace: at most Permits holders at a time, each holding a
+// backend and namespace: at most permits holders at a time (the number
+// passed to Client.Semaphore), each holding a
 // permit with a lease of its own. Make one with Client.Semaphore; it is a
 // small value that keeps no state, safe for concurrent use.
 //
@@ -19,10 +20,10 @@ import (
 // lease keeper, and Release gives it back. Permits are not re-entrant:
 // WithOwner is ignored, and each acquire takes one more permit.
 //
-// Callers may pass different Permits for the same name: each acquire checks
+// Callers may pass different permits for the same name: each acquire checks
 // the live permits against its own number. A caller with 2 gets a permit
 // only while fewer than 2 are held, whoever holds them, so the number of
-// holders never exceeds the largest Permits in use. While a deployment
+// holders never exceeds the largest number in use. While a deployment
 // changes the number, old and new callers each keep their own limit.
 //
 // A semaphore is apart from the plain lock and the read-write lock of the
@@ -41,14 +42,8 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	return &Semaphore{c: c, name: name, permits: permits}
 }
 
-// Name returns the semaphore's name, without namespace.
-func (s *Semaphore) Name() string { return s.name }
-
-// Permits returns the number of permits this Semaphore value allows.
-func (s *Semaphore) Permits() int { return s.permits }
-
 // TryAcquire makes one attempt to take a permit with a lease of ttl. It
-// returns an error matching ErrNotAcquired when Permits permits are held,
+// returns an error matching ErrNotAcquired when all its permits are held,
 // and otherwise behaves as Client.TryAcquire.
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if s == nil || s.c == nil {
@@ -57,7 +52,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...A
 	return s.c.acquireHold(ctx, s.name, ttl, opts, s.check, KindSemaphore, s.permits, true)
 }
 
-// Acquire takes a permit with a lease of ttl, waiting while Permits permits
+// Acquire takes a permit with a lease of ttl, waiting while all its permits
 // are held: a release wakes it at once (Redis pub/sub), and its fallback
 // timer never sleeps past the end of the earliest permit's lease, so that
 // the permit of a holder that died is taken when its lease ends. The

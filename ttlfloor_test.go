@@ -34,7 +34,10 @@ func TestTTLFloor(t *testing.T) {
 		{"Acquire", func(d time.Duration) error { _, err := c.Acquire(ctx, "k", d); return err }},
 		{"Do", func(d time.Duration) error { return c.Do(ctx, "k", d, ok) }},
 		{"AcquireAll", func(d time.Duration) error { _, err := c.AcquireAll(ctx, []string{"k", "l"}, d); return err }},
-		{"TryAcquireAll", func(d time.Duration) error { _, err := c.TryAcquireAll(ctx, []string{"k", "l"}, d); return err }},
+		{"AcquireAll WithWait(0)", func(d time.Duration) error {
+			_, err := c.AcquireAll(ctx, []string{"k", "l"}, d, fencelock.WithWait(0))
+			return err
+		}},
 		{"DoAll", func(d time.Duration) error { return c.DoAll(ctx, []string{"k", "l"}, d, okAll) }},
 		{"Semaphore.TryAcquire", func(d time.Duration) error { _, err := c.Semaphore("k", 2).TryAcquire(ctx, d); return err }},
 		{"Semaphore.Acquire", func(d time.Duration) error { _, err := c.Semaphore("k", 2).Acquire(ctx, d); return err }},

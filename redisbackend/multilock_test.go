@@ -53,7 +53,8 @@ func acquireAllReal(t *testing.T, counters redis.UniversalClient, newRDB func() 
 						}
 					}
 					mu.Lock()
-					for k, f := range m.Fences() {
+					for _, lk := range m.Locks() {
+						k, f := lk.Key(), lk.Fence()
 						if f <= last[k] {
 							mu.Unlock()
 							return fmt.Errorf("fence of %s went from %d to %d", k, last[k], f)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/cmd/internal/exitcode"
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
@@ -163,7 +164,7 @@ func printInfo(w io.Writer, info redisbackend.Inspection, kinds []fencelock.Kind
 	if wants(kinds, fencelock.KindLock) {
 		printLock(w, info)
 	}
-	var permits, reads, writes []fencelock.HoldInfo
+	var permits, reads, writes []driver.HoldInfo
 	for _, h := range info.Others {
 		switch h.Kind {
 		case fencelock.KindSemaphore:
@@ -229,7 +230,7 @@ func printLock(w io.Writer, info redisbackend.Inspection) {
 
 // printHolds prints the section of a semaphore or a read-write lock: its
 // state, each hold, the places of its waiters, its counter and waiters.
-func printHolds(w io.Writer, hi redisbackend.HoldsInspection, state string, holds []fencelock.HoldInfo, waiting []string) {
+func printHolds(w io.Writer, hi redisbackend.HoldsInspection, state string, holds []driver.HoldInfo, waiting []string) {
 	fmt.Fprintf(w, "%s\n", hi.Key)
 	fmt.Fprintf(w, "  state     %s\n", state)
 	for _, h := range holds {

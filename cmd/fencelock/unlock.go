@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/cmd/internal/exitcode"
+	"github.com/fencelock/fencelock/driver"
 )
 
 const unlockUsage = `Usage: fencelock %[1]s --yes [flags] KEY
@@ -103,7 +104,7 @@ func unlock(cmd string, args []string, stdout, stderr io.Writer) int {
 		return exitcode.CouldNotRun
 	}
 	lock := before.Held && wants(kinds, fencelock.KindLock)
-	var others []fencelock.HoldInfo
+	var others []driver.HoldInfo
 	for _, h := range before.Others {
 		if wants(kinds, h.Kind) {
 			others = append(others, h)

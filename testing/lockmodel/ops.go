@@ -378,7 +378,7 @@ func (m *machine) forceRelease(s Step) {
 }
 
 func holdsToken(info fencelock.LockInfo, token string) bool {
-	return slices.ContainsFunc(info.Holds, func(h fencelock.HoldInfo) bool { return h.Token == token })
+	return slices.ContainsFunc(info.Holds, func(h driver.HoldInfo) bool { return h.Token == token })
 }
 
 // sawHold reports whether a ForceRelease that found before at its start
@@ -388,7 +388,7 @@ func sawHold(before fencelock.LockInfo, h *holding) bool {
 	if h.r.fam == FamLock {
 		return before.Held && (h.fence == before.Fence || holdsToken(before, h.token))
 	}
-	return slices.ContainsFunc(before.Others, func(x fencelock.HoldInfo) bool { return x.Token == h.token })
+	return slices.ContainsFunc(before.Others, func(x driver.HoldInfo) bool { return x.Token == h.token })
 }
 
 // markForced records that c released h's hold by its token or by force:

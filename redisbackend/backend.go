@@ -36,7 +36,7 @@ import (
 // the Client closes it.
 type Backend struct {
 	tr       Transport
-	gr       *goRedis // tr, when it is go-redis's (New); nil otherwise
+	gr       *goRedis  // tr, when it is go-redis's (New); nil otherwise
 	notifier *notifier // nil when release notifications are off
 	scripts  scriptCache
 	pipe     coalescer // acquire, release and TTL calls, pipelined under load

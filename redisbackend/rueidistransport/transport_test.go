@@ -305,3 +305,47 @@ func TestStalledRepliesLoseBeforeTheServerLease(t *testing.T) {
 		})
 	}
 }
+
+// After its pub/sub connection breaks, the rueidis transport connects
+// again and subscribes again: a watch made before the break is woken by a
+// release message published after it.
+func TestWatchSurvivesAReconnection(t *testing.T) {
+	srv := servertest.Redis(t)
+	p := faultproxy.New(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	b := newBackend(t, newRueidis(t, rueidis.ClientOption{InitAddress: []string{p.Addr()}}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	const key = "reconnect"
+	w, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Kind: driver.KindLock, Namespace: "lock", Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	waitSubscribed(t, ctx, rdb, key)
+	if n := p.ResetAll(); n == 0 {
+		t.Fatal("no connection to reset")
+	}
+	// The break wakes every watch (a release may have been missed).
+	select {
+	case <-w.C:
+	case <-ctx.Done():
+		t.Fatal("the watch was not woken by the connection's loss")
+	}
+	// Until the server has dropped the old connection, a message may go
+	// to it: publish until one reaches the watch.
+	for {
+		if err := rdb.Publish(ctx, "lock:{"+key+"}:released", "released").Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w.C:
+			return
+		case <-ctx.Done():
+			t.Fatal("the watch was not woken by a release after the reconnection")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -13,14 +13,16 @@ import (
 // on different transports share locks: the scripts, keys and channels are
 // the same.
 //
-// A Transport must honour its context: return when ctx ends (with ctx's
-// error), and not send a command after that. It must not resend a command
-// after a network error (a script sent twice could take or extend a lock
-// nobody holds any more); following a redirection (MOVED, ASK), whose reply
-// means the command did not run, is fine. An error that matches
-// driver.ErrNotSent tells the Backend that the command was certainly not
-// written to any connection (no connection could be had, the client is
-// closed): it is then safe to retry, and nothing needs cleaning up.
+// A Transport must honour its context: return when ctx ends, with an error
+// that wraps ctx's. A command it still sends after that counts as possibly
+// applied (the Client releases its token, and the release's tombstone
+// refuses a late acquire). It must not resend a command after a network
+// error (a script sent twice could take or extend a lock nobody holds any
+// more); following a redirection (MOVED, ASK), whose reply means the
+// command did not run, is fine. An error that matches driver.ErrNotSent
+// tells the Backend that the command was certainly not written to any
+// connection (no connection could be had, the client is closed, ctx had
+// ended): it is then safe to retry, and nothing needs cleaning up.
 type Transport interface {
 	// Do runs cmds, in one round trip where it can (one per node on
 	// Cluster, each command routed by its keys), and returns one Reply

@@ -40,8 +40,8 @@ func newBackend(t testing.TB, client rueidis.Client, opts ...redisbackend.Option
 }
 
 // The Backend on rueidis keeps the driver contract, for every kind of
-// hold, on a single node (with and without replica acknowledgement), a
-// Sentinel group with replicas, and a Cluster.
+// hold, on a single node, a Sentinel group with replicas and a Cluster
+// with replicas, each with and without replica acknowledgement.
 func TestDriver(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := servertest.Redis(t)
@@ -64,6 +64,13 @@ func TestDriver(t *testing.T) {
 			drivertest.Run(t, func(t *testing.T) driver.Store {
 				return newBackend(t, client, redisbackend.WithReplicaAck(1, time.Second))
 			})
+		})
+	})
+	t.Run("cluster-replicas", func(t *testing.T) {
+		cluster := servertest.RedisClusterWithReplicas(t, 3)
+		client := newRueidis(t, rueidis.ClientOption{InitAddress: cluster.Addrs()})
+		drivertest.Run(t, func(t *testing.T) driver.Store {
+			return newBackend(t, client, redisbackend.WithReplicaAck(1, time.Second))
 		})
 	})
 	t.Run("cluster", func(t *testing.T) {

@@ -356,3 +356,31 @@ func TestWatchSurvivesAReconnection(t *testing.T) {
 		}
 	}
 }
+
+// Inspect reads RESP3's shapes through rueidis as it reads go-redis's:
+// the holder, its lease, and the processes subscribed to the lock's
+// channel.
+func TestInspect(t *testing.T) {
+	srv := servertest.Redis(t)
+	b := newBackend(t, newRueidis(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := driver.Request{Ref: driver.Ref{Kind: driver.KindLock, Namespace: "lock", Key: "inspected", Token: "tok"}, Owner: "owner", TTL: 10 * time.Second}
+	res, err := b.Acquire(ctx, req)
+	if err != nil || !res.Acquired {
+		t.Fatalf("Acquire: %+v, %v", res, err)
+	}
+	w, err := b.Watch(ctx, driver.WatchRequest{Ref: driver.Ref{Kind: driver.KindLock, Namespace: "lock", Key: "inspected"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	info, err := b.Inspect(ctx, "lock", "inspected")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Owner != "owner" || info.Fence != res.Fence || info.TTL <= 0 || info.TTL > 10*time.Second ||
+		len(info.Holds) != 1 || info.LastFence != res.Fence || info.Waiters != 1 {
+		t.Errorf("Inspect = %+v; want held by owner with fence %d, one hold, a lease of at most 10s, one waiter", info, res.Fence)
+	}
+}

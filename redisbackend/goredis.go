@@ -7,9 +7,9 @@ import (
 )
 
 // goRedis is the Transport of New: a go-redis UniversalClient. It sends
-// every command without go-redis's retries (noRetry), and reports to each
-// script call's sendTracker when go-redis writes it, so that guard knows
-// whether a call abandoned at its caller's deadline was sent.
+// scripts and WAIT without go-redis's retries (noRetry), and reports to
+// each script call's sendTracker when go-redis writes it, so that guard
+// knows whether a call abandoned at its caller's deadline was sent.
 type goRedis struct {
 	rdb redis.UniversalClient
 }
@@ -30,7 +30,7 @@ func (g *goRedis) Do(ctx context.Context, cmds []Command) []Reply {
 // do1 runs one command: Do without the slices.
 func (g *goRedis) do1(ctx context.Context, c Command) Reply {
 	cmd := c.redisCmd(ctx)
-	_ = g.rdb.Process(ctx, noRetry{Cmd: cmd, sent: c.sent}) // the error is in cmd
+	_ = g.rdb.Process(ctx, c.cmder(cmd)) // the error is in cmd
 	return replyOf(cmd)
 }
 
@@ -65,7 +65,7 @@ func pipeline(ctx context.Context, rdb redis.UniversalClient, cmds []Command, re
 	rcmds := make([]*redis.Cmd, len(cmds))
 	for i, c := range cmds {
 		rcmds[i] = c.redisCmd(ctx)
-		_ = pipe.Process(ctx, noRetry{Cmd: rcmds[i], sent: c.sent})
+		_ = pipe.Process(ctx, c.cmder(rcmds[i]))
 	}
 	_, _ = pipe.Exec(ctx) // errors are in the commands
 	for i, cmd := range rcmds {
@@ -78,6 +78,16 @@ func (c Command) redisCmd(ctx context.Context) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, c.Args...)
 	if c.Keys > 0 {
 		cmd.SetFirstKeyPos(int8(c.FirstKey)) // for Cluster routing
+	}
+	return cmd
+}
+
+// cmder returns what go-redis processes for c's command cmd: a script
+// call or a WAIT without go-redis's retries (noRetry); other commands
+// (reads, PING, PUBLISH), which are harmless to send twice, as they are.
+func (c Command) cmder(cmd *redis.Cmd) redis.Cmder {
+	if name, _ := c.Args[0].(string); name == "evalsha" || name == "eval" || name == "wait" {
+		return noRetry{Cmd: cmd, sent: c.sent}
 	}
 	return cmd
 }

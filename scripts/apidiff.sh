@@ -47,7 +47,7 @@ for dir in "${dirs[@]}"; do
 	git archive "$tag" | tar -x -C "$old"
 	(cd "$old/$dir" && packages "$mod") | sort >"$tmp/old"
 	(cd "$dir" && packages "$mod") | sort >"$tmp/new"
-	echo "apidiff: $mod: changes since $tag"
+	echo "apidiff: $mod: changes since $tag:"
 	comm -23 "$tmp/old" "$tmp/new" | sed 's/^/  removed package /'
 	comm -13 "$tmp/old" "$tmp/new" | sed 's/^/  new package /'
 	mapfile -t both < <(comm -12 "$tmp/old" "$tmp/new")
@@ -61,5 +61,6 @@ for dir in "${dirs[@]}"; do
 			echo "$changes" | sed 's/^/    /'
 		fi
 	done
+	echo "apidiff: $mod: end of the changes since $tag"
 	rm -rf "$old"
 done

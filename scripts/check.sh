@@ -11,7 +11,7 @@
 # that version onto the working tree. go mod tidy ignores go.work, so it
 # runs per module with GOWORK=off against a file-based module proxy that
 # scripts/modproxy writes from the working tree (every fencelock module at
-# v0.1.0), then the module cache for everything else: no network.
+# v0.1.0), then the module cache for everything else.
 # The go.sum lines of fencelock's own modules are not committed and are left
 # out of the comparison: their hashes are those of this working tree, which
 # change with every commit; in workspace mode those modules come from the
@@ -77,7 +77,10 @@ if [ -d "$tidy_cache" ]; then
 	rm -rf "$tidy_cache"/github.com/fencelock "$tidy_cache"/cache/download/github.com/fencelock
 fi
 (cd scripts/modproxy && go run . -root ../.. -out "$tmp/proxy" >/dev/null)
-tidy_env=(GOWORK=off GOMODCACHE="$tidy_cache" "GOPROXY=file://$tmp/proxy,file://$(go env GOMODCACHE)/cache/download"
+# The go command's own proxy comes last, for a third-party module the module
+# cache lacks (tidy loads the tests of dependencies, which a workspace build
+# does not fetch): with a warm cache, tidy needs no network.
+tidy_env=(GOWORK=off GOMODCACHE="$tidy_cache" "GOPROXY=file://$tmp/proxy,file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)"
 	GOFLAGS="-mod=mod -buildvcs=false" GONOSUMDB=github.com/fencelock GOSUMDB=off)
 own_sum='^[+-]github\.com/fencelock/[^ ]+ v[^ ]+ h1:'
 for module in "${modules[@]}"; do

@@ -34,6 +34,16 @@ func (g *goRedis) do1(ctx context.Context, c Command) Reply {
 	return replyOf(cmd)
 }
 
+// batch runs a batch of renewals: in one pipeline even when it holds one
+// command, since go-redis serves pipelines from a pool of their own
+// (PipelinePoolSize), where renewals do not queue behind the Client's
+// acquires and releases for a connection.
+func (g *goRedis) batch(ctx context.Context, cmds []Command) []Reply {
+	replies := make([]Reply, len(cmds))
+	pipeline(ctx, g.rdb, cmds, replies)
+	return replies
+}
+
 // DoOnMaster implements Transport: one pipeline on the connection of the
 // master that holds key (on Cluster, that master's own client).
 func (g *goRedis) DoOnMaster(ctx context.Context, key string, cmds []Command) []Reply {

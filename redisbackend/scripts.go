@@ -282,7 +282,9 @@ func (c *scriptCache) runBatchOn(ctx context.Context, tr Transport, key string, 
 			cmds = append(cmds, *extra)
 		}
 		var replies []Reply
-		if key == "" {
+		if g, ok := tr.(*goRedis); ok && key == "" {
+			replies = g.batch(ctx, cmds)
+		} else if key == "" {
 			replies = tr.Do(ctx, cmds)
 		} else {
 			replies = tr.DoOnMaster(ctx, key, cmds)

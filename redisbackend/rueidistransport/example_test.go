@@ -3,6 +3,7 @@ package rueidistransport_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -13,7 +14,8 @@ import (
 // A Client on rueidis: the same locks as a Client on go-redis, on the same
 // server.
 func Example() {
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
+	// REDIS_ADDR is your Redis's host:port.
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv("REDIS_ADDR")}, DisableCache: true})
 	if err != nil {
 		panic(err)
 	}

@@ -1,17 +1,16 @@
 package rueidistransport_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/fencelock/fencelock/testing/servertest"
 )
 
-// redisAddr is the shared redis-server of the examples.
-var redisAddr string
-
-// TestMain starts the shared redis-server of the examples, and fails the
+// TestMain starts the shared redis-server of the examples, which find it
+// as a user's program would, in the environment, and fails the
 // package if a test leaves a goroutine running (a rueidis client or a
 // Backend it did not close).
 func TestMain(m *testing.M) {
-	servertest.Main(m, func(addr string) { redisAddr = addr })
+	servertest.Main(m, func(addr string) { os.Setenv("REDIS_ADDR", addr) })
 }

@@ -210,19 +210,15 @@ func (t *Telemetry) Close() error {
 // whose locks t is to follow: fencelock.New(b, fencelock.WithHooks(t.Hooks())).
 func (t *Telemetry) Hooks() fencelock.Hooks {
 	return fencelock.Hooks{
-		AcquireStart:  t.acquireStart,
+		AcquireStart:  t.startAcquireSpan,
 		WaitStart:     t.waitStart,
 		WaitDone:      t.waitDone,
 		AcquireDone:   t.acquireDone,
 		Released:      t.released,
-		ForceReleased: t.forceReleased,
+		ForceReleased: t.forceReleaseSpan,
 		Lost:          t.lost,
-		RenewalDone:   t.renewalDone,
+		RenewalDone:   t.recordRenewals,
 	}
-}
-
-func (t *Telemetry) acquireStart(ctx context.Context, e fencelock.AcquireEvent) context.Context {
-	return t.startAcquireSpan(ctx, e)
 }
 
 func (t *Telemetry) waitStart(ctx context.Context, e fencelock.WaitEvent) {
@@ -248,12 +244,4 @@ func (t *Telemetry) released(ctx context.Context, e fencelock.ReleaseEvent) {
 func (t *Telemetry) lost(e fencelock.LostEvent) {
 	t.recordLost(e)
 	t.lostSpan(e)
-}
-
-func (t *Telemetry) forceReleased(ctx context.Context, e fencelock.ReleaseEvent) {
-	t.forceReleaseSpan(ctx, e)
-}
-
-func (t *Telemetry) renewalDone(e fencelock.RenewalEvent) {
-	t.recordRenewals(e)
 }

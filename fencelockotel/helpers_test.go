@@ -66,7 +66,7 @@ func attrText(attrs []attribute.KeyValue, vary []attribute.Key) string {
 	slices.SortFunc(attrs, func(a, b attribute.KeyValue) int { return strings.Compare(string(a.Key), string(b.Key)) })
 	var parts []string
 	for _, a := range attrs {
-		v := a.Value.Emit()
+		v := a.Value.String()
 		if slices.Contains(vary, a.Key) && a.Value.AsFloat64() > 0 {
 			v = "*"
 		}

@@ -1,6 +1,9 @@
 // Package redisbackend keeps fencelock locks in Redis, through a go-redis v9
-// UniversalClient: a single node (redis.NewClient), Sentinel
-// (redis.NewFailoverClient) or Cluster (redis.NewClusterClient).
+// UniversalClient (New): a single node (redis.NewClient), Sentinel
+// (redis.NewFailoverClient) or Cluster (redis.NewClusterClient); or through
+// another client library's Transport (NewTransport), such as rueidis's in
+// the module github.com/fencelock/fencelock/redisbackend/rueidistransport.
+// Backends on different clients share locks.
 //
 // Each operation is one Lua script in one round trip; renewals of many locks
 // go in one pipelined round trip; waiters are woken by pub/sub. The key
@@ -32,7 +35,8 @@ import (
 // Backend is a driver.Store on Redis. Make one per fencelock.Client:
 // the Client closes it.
 type Backend struct {
-	rdb      redis.UniversalClient
+	tr       Transport
+	gr       *goRedis  // tr, when it is go-redis's (New); nil otherwise
 	notifier *notifier // nil when release notifications are off
 	scripts  scriptCache
 	pipe     coalescer // acquire, release and TTL calls, pipelined under load
@@ -42,8 +46,9 @@ type Backend struct {
 	ack           *replicaAck   // nil: no replica acknowledgement
 	optErr        error         // an invalid option, returned by every call
 
-	// contextDeadlines: rdb ends each request at its context's deadline
-	// (ContextTimeoutEnabled), so guard need not watch the context.
+	// contextDeadlines: go-redis ends each request at its context's
+	// deadline (ContextTimeoutEnabled), so guard need not watch the
+	// context. A Transport of NewTransport honours its context itself.
 	contextDeadlines bool
 
 	calls sync.WaitGroup // requests still running after their caller gave up
@@ -83,20 +88,26 @@ func WithFenceCounterExpiry(d time.Duration) Option {
 // New returns a Backend that uses rdb. The caller keeps ownership of rdb:
 // closing the Backend (through fencelock.Client.Close) does not close it.
 func New(rdb redis.UniversalClient, opts ...Option) *Backend {
+	g := &goRedis{rdb: rdb}
+	return newBackend(g, g, opts)
+}
+
+// newBackend returns a Backend on tr, which is g when it is go-redis's.
+func newBackend(tr Transport, g *goRedis, opts []Option) *Backend {
 	o := options{notifications: true, readyTimeout: time.Second, maxInflight: 4}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	b := &Backend{rdb: rdb, counterExpiry: o.counterExpiry, ack: o.ack, contextDeadlines: enforcesContextDeadlines(rdb)}
+	b := &Backend{tr: tr, gr: g, counterExpiry: o.counterExpiry, ack: o.ack, contextDeadlines: g == nil || enforcesContextDeadlines(g.rdb)}
 	if o.ack != nil {
 		b.optErr = o.ack.check()
 	}
-	b.pipe = coalescer{rdb: rdb, scripts: &b.scripts, maxFlushers: o.maxInflight}
+	b.pipe = coalescer{tr: tr, scripts: &b.scripts, maxFlushers: o.maxInflight}
 	b.turnGrace = otherTurnGrace
 	if o.notifications {
-		b.notifier = newNotifier(rdb, o.readyTimeout)
+		b.notifier = newNotifier(tr, o.readyTimeout)
 		b.notifier.leaveLine = b.leaveLine
 	}
 	return b
@@ -113,7 +124,7 @@ func (b *Backend) leaveLine(channel string) {
 	b.calls.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), hintTimeout)
 		defer cancel()
-		_ = b.scripts.run(ctx, b.rdb, leaveLineScript, []string{lock}, channel, b.notifier.id).Err()
+		_ = b.scripts.run(ctx, b.tr, leaveLineScript, []string{lock}, channel, b.notifier.id)
 	})
 }
 
@@ -137,7 +148,7 @@ func (b *Backend) acquireLock(ctx context.Context, req driver.Request) (driver.R
 		if b.ack != nil {
 			vals, err = b.acquireAcked(ctx, acquireScript, keys, k, req, args)
 		} else {
-			vals, err = b.pipe.run(ctx, acquireScript, keys, args...).Int64Slice()
+			vals, err = b.pipe.run(ctx, acquireScript, keys, args...).int64Slice()
 		}
 		if err != nil {
 			return driver.Result{}, classify(err)
@@ -181,7 +192,7 @@ func (b *Backend) releaseLock(ctx context.Context, req driver.ReleaseRequest) (d
 	return guard(b, ctx, func(ctx context.Context) (driver.ReleaseResult, error) {
 		process, waits := b.releasingProcess(k)
 		reply, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token),
-			req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry), process, waits, ms(b.turnGrace)).Result()
+			req.Token, k.channel, ms(max(req.Tombstone, 0)), ms(b.counterExpiry), process, waits, ms(b.turnGrace)).result()
 		if err != nil {
 			return driver.ReleaseResult{}, classify(err)
 		}
@@ -284,7 +295,7 @@ func (b *Backend) publishHint(ctx context.Context, channel, message string) {
 	b.calls.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, hintTimeout)
 		defer cancel()
-		_ = b.rdb.Publish(ctx, channel, message).Err()
+		_ = do1(ctx, b.tr, Command{Args: []any{"publish", channel, message}})
 	})
 }
 
@@ -325,7 +336,7 @@ func (b *Backend) HandOff(ctx context.Context, req driver.ReleaseRequest, next d
 		if next.Identity != "" {
 			args = append(args, next.Identity)
 		}
-		reply, err := b.pipe.run(ctx, releaseScript, keys, args...).Result()
+		reply, err := b.pipe.run(ctx, releaseScript, keys, args...).result()
 		if err != nil {
 			return both{}, classify(err)
 		}
@@ -364,7 +375,7 @@ func (b *Backend) checkRelease(req driver.ReleaseRequest) error {
 // node on Cluster): one script run on a single node, a pipeline otherwise.
 // The caller has checked the requests.
 func (b *Backend) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]driver.RenewResult, error) {
-	if _, single := b.rdb.(*redis.Client); single && b.ack == nil && len(reqs) > 1 {
+	if b.singleGoRedis() && b.ack == nil && len(reqs) > 1 {
 		return guard(b, ctx, func(ctx context.Context) ([]driver.RenewResult, error) {
 			return b.renewMany(ctx, reqs)
 		})
@@ -394,8 +405,8 @@ func (b *Backend) renewBatch(ctx context.Context, reqs []driver.RenewRequest) ([
 			return b.renewAcked(ctx, calls), nil
 		}
 		results := make([]driver.RenewResult, len(reqs))
-		for i, cmd := range b.scripts.runBatch(ctx, b.rdb, calls) {
-			n, err := cmd.Int64()
+		for i, r := range b.scripts.runBatch(ctx, b.tr, calls) {
+			n, err := r.int64()
 			results[i] = driver.RenewResult{Held: err == nil && n == 1, Err: classify(err)}
 			b.noteFailure(err)
 		}
@@ -420,7 +431,7 @@ func (b *Backend) renewMany(ctx context.Context, reqs []driver.RenewRequest) ([]
 		}
 		args = append(args, r.Token, ttlArg)
 	}
-	vals, err := b.scripts.run(ctx, b.rdb, renewManyScript, keys, args...).Slice()
+	vals, err := b.scripts.run(ctx, b.tr, renewManyScript, keys, args...).slice()
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -445,7 +456,7 @@ func (b *Backend) renewMany(ctx context.Context, reqs []driver.RenewRequest) ([]
 func (b *Backend) lockTTL(ctx context.Context, ref driver.Ref) (time.Duration, error) {
 	k := keysFor(ref.Namespace, ref.Key)
 	pttl, err := guard(b, ctx, func(ctx context.Context) (int64, error) {
-		return b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).Int64()
+		return b.pipe.run(ctx, ttlScript, []string{k.lock}, ref.Token).int64()
 	})
 	if err != nil {
 		return 0, classify(err)
@@ -493,7 +504,7 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 		b.noteFailure(err)
 		return val, misconfigured(err)
 	}
-	if _, ok := ctx.Deadline(); ok && b.contextDeadlines {
+	if _, ok := ctx.Deadline(); (ok && b.contextDeadlines) || b.gr == nil {
 		return runInline(b, ctx, f)
 	}
 	ctx, sent := withTracker(ctx)
@@ -527,8 +538,15 @@ func guard[T any](b *Backend, ctx context.Context, f func(context.Context) (T, e
 // before the deadline is seen before the request is sent (go-redis checks
 // the context while it waits for a connection) and once the reply is in,
 // not in between: at most the deadline, usually a round trip, later.
+//
+// A Transport of NewTransport is always run this way: it returns when its
+// context ends. It tracks no writes: whether a call cut short was sent is
+// its error's to say (driver.ErrNotSent).
 func runInline[T any](b *Backend, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	ctx, sent := withTracker(ctx)
+	var sent *sendTracker
+	if b.gr != nil {
+		ctx, sent = withTracker(ctx)
+	}
 	val, err := f(ctx)
 	if err == nil {
 		b.noteFailure(nil)
@@ -546,10 +564,20 @@ func runInline[T any](b *Backend, ctx context.Context, f func(context.Context) (
 	}
 	b.noteFailure(cerr)
 	var zero T
-	if sent.abandon() {
+	if sent != nil && sent.abandon() {
 		return zero, fmt.Errorf("%w: %w", driver.ErrNotSent, cerr)
 	}
 	return zero, fmt.Errorf("%w (%w)", cerr, err)
+}
+
+// singleGoRedis reports whether the Backend runs on a go-redis client of
+// one node (redis.Client), where one script can renew many locks.
+func (b *Backend) singleGoRedis() bool {
+	if b.gr == nil {
+		return false
+	}
+	_, single := b.gr.rdb.(*redis.Client)
+	return single
 }
 
 // enforcesContextDeadlines reports whether rdb bounds each request by its
@@ -606,8 +634,11 @@ func classify(err error) error {
 // long after its replica took over. Each such failure asks go-redis for a
 // reload, which it runs in the background, one at a time.
 func (b *Backend) noteFailure(err error) {
-	cc, ok := b.rdb.(*redis.ClusterClient)
-	if !ok || err == nil || errors.Is(err, context.Canceled) {
+	if b.gr == nil || err == nil {
+		return
+	}
+	cc, ok := b.gr.rdb.(*redis.ClusterClient)
+	if !ok || errors.Is(err, context.Canceled) {
 		return
 	}
 	var reply redis.Error

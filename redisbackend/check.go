@@ -30,14 +30,14 @@ func (b *Backend) Check(ctx context.Context, namespace string) error {
 	}
 	k := keysFor(namespace, checkLock)
 	return guardErr(b, ctx, func(ctx context.Context) error {
-		if err := b.rdb.Ping(ctx).Err(); err != nil {
+		if err := do1(ctx, b.tr, Command{Args: []any{"ping"}}).Err; err != nil {
 			return fmt.Errorf("redisbackend: PING: %w", err)
 		}
-		if err := b.scripts.run(ctx, b.rdb, checkScript, []string{k.lock}).Err(); err != nil {
+		if err := b.scripts.run(ctx, b.tr, checkScript, []string{k.lock}).Err; err != nil {
 			return fmt.Errorf("redisbackend: running a Lua script: %w", err)
 		}
 		// Nobody waits for this lock: the message wakes no one.
-		if err := b.rdb.Publish(ctx, k.channel, "check").Err(); err != nil {
+		if err := do1(ctx, b.tr, Command{Args: []any{"publish", k.channel, "check"}}).Err; err != nil {
 			return fmt.Errorf("redisbackend: PUBLISH on %s: %w", k.channel, err)
 		}
 		return nil

@@ -3,8 +3,6 @@ package redisbackend
 import (
 	"context"
 	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // coalescer sends script calls made at the same time by many goroutines in
@@ -14,7 +12,7 @@ import (
 // while the pipe is full queue up, and the next free sender takes them all.
 // No goroutine of its own: callers take turns sending.
 type coalescer struct {
-	rdb         redis.UniversalClient
+	tr          Transport
 	scripts     *scriptCache
 	maxFlushers int
 
@@ -30,28 +28,27 @@ type pendingCall struct {
 	keys []string
 	args []any
 
-	cmd   *redis.Cmd
-	done  chan struct{}  // closed when cmd has its reply
+	reply Reply
+	done  chan struct{}  // closed when reply is in
 	lead  chan struct{}  // closed when this call's goroutine must send batch
 	batch []*pendingCall // the queue handed over with lead (this call first)
 }
 
 // run runs one script call, possibly in a pipeline with others.
-func (c *coalescer) run(ctx context.Context, s script, keys []string, args ...any) *redis.Cmd {
+func (c *coalescer) run(ctx context.Context, s script, keys []string, args ...any) Reply {
 	c.mu.Lock()
 	if c.flushers < c.maxFlushers {
 		// Alone: no pendingCall to make, nobody waits on this call.
 		c.flushers++
 		c.mu.Unlock()
-		var cmd *redis.Cmd
+		var r Reply
 		if err := ctx.Err(); err != nil {
-			cmd = redis.NewCmd(ctx)
-			cmd.SetErr(err)
+			r.Err = err
 		} else {
-			cmd = c.scripts.run(ctx, c.rdb, s, keys, args...)
+			r = c.scripts.run(ctx, c.tr, s, keys, args...)
 		}
 		c.passTurn()
-		return cmd
+		return r
 	}
 	p := &pendingCall{ctx: ctx, s: s, keys: keys, args: args, done: make(chan struct{}), lead: make(chan struct{})}
 	c.queue = append(c.queue, p)
@@ -63,7 +60,7 @@ func (c *coalescer) run(ctx context.Context, s script, keys []string, args ...an
 		// It is our turn to send what had queued up (our call first).
 		c.send(p.batch)
 	}
-	return p.cmd
+	return p.reply
 }
 
 // send sends batch, then hands the sending turn to the first queued call, or
@@ -96,8 +93,7 @@ func (c *coalescer) exec(batch []*pendingCall) {
 	live := batch[:0:0]
 	for _, p := range batch {
 		if err := p.ctx.Err(); err != nil {
-			p.cmd = redis.NewCmd(p.ctx)
-			p.cmd.SetErr(err)
+			p.reply = Reply{Err: err}
 			continue
 		}
 		live = append(live, p)
@@ -107,29 +103,30 @@ func (c *coalescer) exec(batch []*pendingCall) {
 		return
 	case 1:
 		p := live[0]
-		p.cmd = c.scripts.run(p.ctx, c.rdb, p.s, p.keys, p.args...)
+		p.reply = c.scripts.run(p.ctx, c.tr, p.s, p.keys, p.args...)
 		return
 	}
 	// The pipeline serves many callers: no single caller's cancellation may
-	// fail it for the others (go-redis's timeouts still bound it).
+	// fail it for the others (the transport's timeouts still bound it).
 	ctx := context.WithoutCancel(live[0].ctx)
-	pipe := c.rdb.Pipeline()
-	for _, p := range live {
-		p.cmd = c.scripts.queue(ctx, pipe, p.s, p.ctx, p.keys, p.args...)
+	cmds := make([]Command, len(live))
+	for i, p := range live {
+		cmds[i] = c.scripts.queue(p.s, p.keys, p.args, trackerFrom(p.ctx))
 	}
-	_, _ = pipe.Exec(ctx) // errors are in the commands
 	var missing []*pendingCall
-	for _, p := range live {
-		if isNoScript(p.cmd.Err()) {
+	var again []Command
+	for i, r := range c.tr.Do(ctx, cmds) {
+		p := live[i]
+		p.reply = r
+		if isNoScript(r.Err) {
 			missing = append(missing, p)
+			again = append(again, p.s.cmd(false, p.keys, p.args, trackerFrom(p.ctx)))
 		}
 	}
 	if len(missing) == 0 {
 		return
 	}
-	pipe = c.rdb.Pipeline()
-	for _, p := range missing {
-		p.cmd = send(ctx, pipe, p.s.cmd(ctx, false, p.keys, p.args), p.ctx)
+	for i, r := range c.tr.Do(ctx, again) {
+		missing[i].reply = r
 	}
-	_, _ = pipe.Exec(ctx)
 }

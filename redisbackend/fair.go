@@ -78,7 +78,7 @@ func (b *Backend) acquireFair(ctx context.Context, req driver.Request, place, gr
 		if b.ack != nil {
 			vals, err = b.acquireAcked(ctx, fairAcquireScript, keys, k, req, args)
 		} else {
-			vals, err = b.pipe.run(ctx, fairAcquireScript, keys, args...).Int64Slice()
+			vals, err = b.pipe.run(ctx, fairAcquireScript, keys, args...).int64Slice()
 		}
 		if err != nil {
 			return driver.Result{}, classify(err)

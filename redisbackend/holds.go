@@ -83,7 +83,7 @@ var holdsTTLScript = newScript(luaScript("holds_ttl.lua"))
 func (b *Backend) acquireHold(ctx context.Context, s script, keys []string, k holdKeys, rw bool, token string, args []any) (driver.Result, error) {
 	return guard(b, ctx, func(ctx context.Context) (driver.Result, error) {
 		if b.ack == nil {
-			vals, err := b.pipe.run(ctx, s, keys, args...).Int64Slice()
+			vals, err := b.pipe.run(ctx, s, keys, args...).int64Slice()
 			if err != nil {
 				return driver.Result{}, classify(err)
 			}
@@ -93,7 +93,7 @@ func (b *Backend) acquireHold(ctx context.Context, s script, keys []string, k ho
 		if err != nil {
 			return driver.Result{}, classify(err)
 		}
-		vals, err := cmd.Int64Slice()
+		vals, err := cmd.int64Slice()
 		if err != nil {
 			return driver.Result{}, classify(err)
 		}
@@ -101,7 +101,7 @@ func (b *Backend) acquireHold(ctx context.Context, s script, keys []string, k ho
 			return acquireResult(vals)
 		}
 		// Held, but a failover now could lose it: undo it, as for a lock.
-		if err := b.pipe.run(ctx, holdsReleaseScript, k.releaseKeys(token), token, k.channel, 0, rwFlag(rw)).Err(); err != nil {
+		if err := b.pipe.run(ctx, holdsReleaseScript, k.releaseKeys(token), token, k.channel, 0, rwFlag(rw)).Err; err != nil {
 			return driver.Result{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
 		}
 		return driver.Result{}, b.ack.notReplicated(acks)
@@ -124,7 +124,7 @@ func (b *Backend) releaseHold(ctx context.Context, kind string, req driver.Relea
 	k := holdKeysFor(req.Namespace, req.Key, kind)
 	return guard(b, ctx, func(ctx context.Context) (driver.ReleaseResult, error) {
 		n, err := b.pipe.run(ctx, holdsReleaseScript, k.releaseKeys(req.Token),
-			req.Token, k.channel, ms(max(req.Tombstone, 0)), rwFlag(kind == rwKind)).Int64()
+			req.Token, k.channel, ms(max(req.Tombstone, 0)), rwFlag(kind == rwKind)).int64()
 		if err != nil {
 			return driver.ReleaseResult{}, classify(err)
 		}
@@ -143,7 +143,7 @@ func (b *Backend) holdTTL(ctx context.Context, kind string, ref driver.Ref) (tim
 	}
 	k := holdKeysFor(ref.Namespace, ref.Key, kind)
 	left, err := guard(b, ctx, func(ctx context.Context) (int64, error) {
-		return b.pipe.run(ctx, holdsTTLScript, []string{k.holds}, ref.Token).Int64()
+		return b.pipe.run(ctx, holdsTTLScript, []string{k.holds}, ref.Token).int64()
 	})
 	if err != nil {
 		return 0, classify(err)

@@ -3,14 +3,13 @@ package redisbackend
 import (
 	"cmp"
 	"context"
-	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
-	"github.com/redis/go-redis/v9"
 )
 
 // Inspection is what Redis holds under one name, for troubleshooting: the
@@ -61,51 +60,37 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 		Semaphore: HoldsInspection{Key: sem.holds, FenceKey: sem.fence, Channel: sem.channel},
 		RW:        HoldsInspection{Key: rw.holds, FenceKey: rw.fence, Channel: rw.channel},
 	}
-	type holdsCmds struct {
-		holds, writers, readers *redis.ZSliceCmd
-		info                    *redis.MapStringStringCmd
-		counter                 *redis.StringCmd
+	// One pipeline: TIME, then the plain lock's hash, PTTL, counter and
+	// counter's PTTL, then per holds key (semaphore, read-write lock) its
+	// sorted set, info hash, counter (and the read-write lock's places in
+	// line), then the channels' subscriber counts.
+	cmd := func(args ...any) Command { return Command{Args: args, FirstKey: 1, Keys: 1} }
+	cmds := []Command{
+		{Args: []any{"time"}},
+		cmd("hgetall", k.lock), cmd("pttl", k.lock), cmd("get", k.fence), cmd("pttl", k.fence),
+		cmd("zrange", sem.holds, "0", "-1", "withscores"), cmd("hgetall", sem.info), cmd("get", sem.fence),
+		cmd("zrange", rw.holds, "0", "-1", "withscores"), cmd("hgetall", rw.info), cmd("get", rw.fence),
+		cmd("zrange", rw.writers, "0", "-1", "withscores"), cmd("zrange", rw.readers, "0", "-1", "withscores"),
+		{Args: []any{"pubsub", "numsub", k.channel, sem.channel, rw.channel}},
 	}
-	var (
-		now              *redis.TimeCmd
-		hash             *redis.MapStringStringCmd
-		pttl, counterTTL *redis.DurationCmd
-		counter          *redis.StringCmd
-		subs             *redis.MapStringIntCmd
-		semCmds, rwCmds  holdsCmds
-		readHolds        = func(p redis.Pipeliner, k holdKeys, places bool) holdsCmds {
-			c := holdsCmds{
-				holds:   p.ZRangeWithScores(ctx, k.holds, 0, -1),
-				info:    p.HGetAll(ctx, k.info),
-				counter: p.Get(ctx, k.fence),
-			}
-			if places {
-				c.writers = p.ZRangeWithScores(ctx, k.writers, 0, -1)
-				c.readers = p.ZRangeWithScores(ctx, k.readers, 0, -1)
-			}
-			return c
+	replies := b.tr.Do(ctx, cmds)
+	for _, r := range replies {
+		if r.Err != nil {
+			return info, misconfigured(r.Err)
 		}
-	)
-	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		now = p.Time(ctx)
-		hash = p.HGetAll(ctx, k.lock)
-		pttl = p.PTTL(ctx, k.lock)
-		counter = p.Get(ctx, k.fence)
-		counterTTL = p.PTTL(ctx, k.fence)
-		semCmds = readHolds(p, sem, false)
-		rwCmds = readHolds(p, rw, true)
-		subs = p.PubSubNumSub(ctx, k.channel, sem.channel, rw.channel)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return info, misconfigured(err)
 	}
-	serverNow := now.Val().UnixMilli()
+	now, err := replies[0].slice()
+	if err != nil || len(now) != 2 {
+		return info, fmt.Errorf("redisbackend: TIME returned %v", replies[0].Value)
+	}
+	secs, _ := Reply{Value: now[0]}.int64()
+	micros, _ := Reply{Value: now[1]}.int64()
+	serverNow := secs*1000 + micros/1000
 
 	// The plain lock: a field t:TOKEN per hold, holding the server time
 	// (ms) at which its lease ends; a hold past it is gone, although no
 	// script has dropped it yet.
-	fields := hash.Val()
+	fields, _ := replies[1].strMap()
 	var holds []driver.HoldInfo
 	for f, v := range fields {
 		token, ok := strings.CutPrefix(f, "t:")
@@ -127,22 +112,26 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 		}
 		slices.SortFunc(holds, func(a, b driver.HoldInfo) int { return strings.Compare(a.Token, b.Token) })
 		info.Holds = holds
-		info.TTL = max(pttl.Val(), 0)
+		pttl, _ := replies[2].int64()
+		info.TTL = time.Duration(max(pttl, 0)) * time.Millisecond
 	}
-	info.LastFence, _ = strconv.ParseInt(counter.Val(), 10, 64)
-	info.CounterTTL = counterTTL.Val()
-	if info.CounterTTL < 0 {
+	counter, _ := replies[3].str()
+	info.LastFence, _ = strconv.ParseInt(counter, 10, 64)
+	counterTTL, _ := replies[4].int64()
+	info.CounterTTL = time.Duration(counterTTL) * time.Millisecond
+	if counterTTL < 0 {
 		info.CounterTTL = -1
 	}
 
 	// The semaphore's and the read-write lock's holds: members of a sorted
 	// set scored by the server time (ms) at which each lease ends, with
 	// their fences (f:TOKEN) and the writer's token in the info hash.
-	others := func(c holdsCmds, kind driver.Kind, into *HoldsInspection) {
-		infoFields := c.info.Val()
-		for _, z := range c.holds.Val() {
-			left := int64(z.Score) - serverNow
-			token, _ := z.Member.(string)
+	others := func(r []Reply, kind driver.Kind, into *HoldsInspection) {
+		infoFields, _ := r[1].strMap()
+		members, _ := r[0].pairs()
+		for _, z := range members {
+			left := int64(number(z[1])) - serverNow
+			token, _ := z[0].(string)
 			if left <= 0 {
 				continue
 			}
@@ -153,27 +142,35 @@ func (b *Backend) Inspect(ctx context.Context, namespace, key string) (Inspectio
 			}
 			info.Others = append(info.Others, h)
 		}
-		into.LastFence, _ = strconv.ParseInt(c.counter.Val(), 10, 64)
-		live := func(places *redis.ZSliceCmd) int {
+		counter, _ := r[2].str()
+		into.LastFence, _ = strconv.ParseInt(counter, 10, 64)
+		live := func(places Reply) int {
 			n := 0
-			if places != nil {
-				for _, z := range places.Val() {
-					if int64(z.Score) > serverNow {
-						n++
-					}
+			members, _ := places.pairs()
+			for _, z := range members {
+				if int64(number(z[1])) > serverNow {
+					n++
 				}
 			}
 			return n
 		}
-		into.WaitingWriters, into.WaitingReaders = live(c.writers), live(c.readers)
+		if len(r) > 3 {
+			into.WaitingWriters, into.WaitingReaders = live(r[3]), live(r[4])
+		}
 	}
-	others(semCmds, driver.KindSemaphore, &info.Semaphore)
-	others(rwCmds, driver.KindRead, &info.RW)
+	others(replies[5:8], driver.KindSemaphore, &info.Semaphore)
+	others(replies[8:13], driver.KindRead, &info.RW)
 	slices.SortFunc(info.Others, func(a, b driver.HoldInfo) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Fence, b.Fence))
 	})
 
-	n := subs.Val()
+	n := map[string]int64{}
+	subs, _ := replies[13].pairs()
+	for _, p := range subs {
+		name, _ := Reply{Value: p[0]}.str()
+		count, _ := Reply{Value: p[1]}.int64()
+		n[name] = count
+	}
 	info.Waiters, info.Semaphore.Waiters, info.RW.Waiters = n[k.channel], n[sem.channel], n[rw.channel]
 	return info, nil
 }

@@ -42,7 +42,7 @@ func (b *Backend) AcquireTick(ctx context.Context, req driver.TickRequest) (driv
 		if b.ack != nil {
 			return b.acquireTickAcked(ctx, keys, k, req, args)
 		}
-		reply, err := b.pipe.run(ctx, acquireTickScript, keys, args...).Slice()
+		reply, err := b.pipe.run(ctx, acquireTickScript, keys, args...).slice()
 		if err != nil {
 			return driver.TickResult{}, classify(err)
 		}
@@ -62,7 +62,7 @@ func (b *Backend) acquireTickAcked(ctx context.Context, keys []string, k lockKey
 	if err != nil {
 		return driver.TickResult{}, classify(err)
 	}
-	reply, err := cmd.Slice()
+	reply, err := cmd.slice()
 	if err != nil {
 		return driver.TickResult{}, classify(err)
 	}
@@ -70,10 +70,10 @@ func (b *Backend) acquireTickAcked(ctx context.Context, keys []string, k lockKey
 	if err != nil || !res.Acquired || acks >= int64(b.ack.replicas) {
 		return res, err
 	}
-	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).Int64(); err != nil {
+	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).int64(); err != nil {
 		return driver.TickResult{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
 	}
-	if err := b.pipe.run(ctx, undoTickClaimScript, []string{k.tick()}, req.Token).Err(); err != nil {
+	if err := b.pipe.run(ctx, undoTickClaimScript, []string{k.tick()}, req.Token).Err; err != nil {
 		return driver.TickResult{}, fmt.Errorf("%w (and undoing its claim of the tick failed: %w)", b.ack.notReplicated(acks), err)
 	}
 	return driver.TickResult{}, b.ack.notReplicated(acks)
@@ -95,7 +95,7 @@ func (b *Backend) UndoTickClaim(ctx context.Context, namespace, key, token strin
 	}
 	k := keysFor(namespace, key)
 	undone, err := guard(b, ctx, func(ctx context.Context) (int64, error) {
-		return b.pipe.run(ctx, undoTickClaimScript, []string{k.tick()}, token).Int64()
+		return b.pipe.run(ctx, undoTickClaimScript, []string{k.tick()}, token).int64()
 	})
 	if err != nil {
 		return false, classify(err)

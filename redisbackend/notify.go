@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
-	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -30,11 +29,11 @@ var (
 // waits on the network (a partition cannot hold one past its context), and
 // the commands for one channel go out in the order of the state changes.
 type notifier struct {
-	rdb          redis.UniversalClient
+	tr           Transport
 	readyTimeout time.Duration
 
 	mu       sync.Mutex
-	ps       *redis.PubSub // made by the first watch, with the goroutines
+	ps       PubSub // made by the first watch, with the goroutines
 	channels map[string]*channel
 	dirty    map[string]struct{}            // channels whose subscription may not match their watchers
 	grants   map[chan struct{}]driver.Grant // grants announced to fair waiters, not yet taken
@@ -144,10 +143,10 @@ func (n *notifier) waitingProcess(name string) string {
 	return ""
 }
 
-func newNotifier(rdb redis.UniversalClient, readyTimeout time.Duration) *notifier {
+func newNotifier(tr Transport, readyTimeout time.Duration) *notifier {
 	id := rand.Text()
 	return &notifier{
-		rdb:          rdb,
+		tr:           tr,
 		readyTimeout: readyTimeout,
 		channels:     map[string]*channel{},
 		dirty:        map[string]struct{}{},
@@ -209,7 +208,12 @@ func (n *notifier) register(ctx context.Context, namespace, name string, wr watc
 		return nil, errClosed
 	}
 	if n.ps == nil {
-		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx)) // no I/O until the first SUBSCRIBE
+		ps, err := n.tr.Subscribe(context.WithoutCancel(ctx)) // go-redis: no I/O until the first SUBSCRIBE
+		if err != nil {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("redisbackend: opening a pub/sub connection: %w", err)
+		}
+		n.ps = ps
 		n.loop.Add(2)
 		go n.receive(n.ps)
 		go n.subscriber(n.ps)
@@ -359,7 +363,7 @@ func (n *notifier) markDirty(name string) {
 
 // subscriber sends SUBSCRIBE and UNSUBSCRIBE until the notifier closes, so
 // that a channel is subscribed exactly while it has waiters.
-func (n *notifier) subscriber(ps *redis.PubSub) {
+func (n *notifier) subscriber(ps PubSub) {
 	defer n.loop.Done()
 	for {
 		select {
@@ -455,7 +459,7 @@ func (n *notifier) changed(name string, subscribe bool, err error) {
 }
 
 // receive dispatches messages until the pub/sub connection is closed.
-func (n *notifier) receive(ps *redis.PubSub) {
+func (n *notifier) receive(ps PubSub) {
 	defer n.loop.Done()
 	backoff := 10 * time.Millisecond
 	for {
@@ -470,20 +474,18 @@ func (n *notifier) receive(ps *redis.PubSub) {
 				return
 			}
 			n.clearInflight()
-			// go-redis reconnects and subscribes again on the next Receive.
+			// The PubSub reconnects and subscribes again on the next Receive.
 			n.wakeAll()
 			time.Sleep(backoff)
 			backoff = min(backoff*2, time.Second)
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				n.confirm(m.Channel)
-			}
-		case *redis.Message:
-			n.wake(m.Channel, m.Payload)
+		switch msg.Kind {
+		case "subscribe":
+			n.confirm(msg.Channel)
+		case "message":
+			n.wake(msg.Channel, msg.Payload)
 		}
 	}
 }

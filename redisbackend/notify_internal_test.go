@@ -14,7 +14,7 @@ import (
 // subscribed does give it work.
 func TestWatchOnSubscribedChannelLeavesSubscriberAsleep(t *testing.T) {
 	n := newNotifier(nil, time.Second)
-	n.ps = &redis.PubSub{} // as after the first watch; no goroutines here
+	n.ps = goRedisPubSub{&redis.PubSub{}} // as after the first watch; no goroutines here
 	live := n.channelLocked("live")
 	live.subscribed, live.confirmed = true, true
 	close(live.ready)
@@ -47,7 +47,7 @@ func TestWatchOnSubscribedChannelLeavesSubscriberAsleep(t *testing.T) {
 // watchers at once, as by any release.
 func TestTurnMessagesWakeTheProcessNamed(t *testing.T) {
 	n := newNotifier(nil, time.Second)
-	n.ps = &redis.PubSub{} // as after the first watch; no goroutines here
+	n.ps = goRedisPubSub{&redis.PubSub{}} // as after the first watch; no goroutines here
 	n.turnGrace = time.Hour
 	ch := n.channelLocked("k")
 	ch.subscribed, ch.confirmed = true, true

@@ -29,7 +29,7 @@ func (b *Backend) RaiseFence(ctx context.Context, namespace, key, token string, 
 	}
 	k := keysFor(namespace, key)
 	held, err := guard(b, ctx, func(ctx context.Context) (int64, error) {
-		return b.pipe.run(ctx, raiseFenceScript, []string{k.lock, k.fence}, fence, token, ms(b.counterExpiry)).Int64()
+		return b.pipe.run(ctx, raiseFenceScript, []string{k.lock, k.fence}, fence, token, ms(b.counterExpiry)).int64()
 	})
 	if err != nil {
 		return false, classify(err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
-	"github.com/redis/go-redis/v9"
 )
 
 // replicaAck is the WithReplicaAck setting.
@@ -62,8 +61,8 @@ func (a *replicaAck) check() error {
 }
 
 // waitCmd makes the WAIT of the setting.
-func (a *replicaAck) waitCmd(ctx context.Context) *redis.Cmd {
-	return redis.NewCmd(ctx, "wait", a.replicas, ms(a.timeout))
+func (a *replicaAck) waitCmd() *Command {
+	return &Command{Args: []any{"wait", int64(a.replicas), ms(a.timeout)}}
 }
 
 // notReplicated is the error of a write too few replicas acknowledged.
@@ -71,41 +70,17 @@ func (a *replicaAck) notReplicated(acks int64) error {
 	return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", driver.ErrNotReplicated, acks, a.replicas, a.timeout)
 }
 
-// connFor returns the client whose pipelines reach the master that holds
-// key on one connection: on Cluster, that master's client; otherwise rdb.
-func (b *Backend) connFor(ctx context.Context, key string) (redis.UniversalClient, error) {
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		return cc.MasterForKey(ctx, key)
-	}
-	return b.rdb, nil
-}
-
 // runAcked runs s and then WAIT in one pipeline on the connection of keys[0]'s
 // master (again with EVAL if the script was not cached), and returns the
-// script's command and the number of acknowledgements.
-func (b *Backend) runAcked(ctx context.Context, s script, keys []string, args ...any) (*redis.Cmd, int64, error) {
-	conn, err := b.connFor(ctx, keys[0])
-	if err != nil {
-		return nil, 0, err
+// script's reply and the number of acknowledgements.
+func (b *Backend) runAcked(ctx context.Context, s script, keys []string, args ...any) (Reply, int64, error) {
+	replies, wait := b.scripts.runBatchOn(ctx, b.tr, keys[0], []call{{s: s, keys: keys, args: args}}, b.ack.waitCmd())
+	r := replies[0]
+	if r.Err != nil {
+		return r, 0, r.Err
 	}
-	exec := func(sha bool) (cmd, wait *redis.Cmd) {
-		pipe := conn.Pipeline()
-		cmd = send(ctx, pipe, s.cmd(ctx, sha, keys, args), ctx)
-		wait = send(ctx, pipe, b.ack.waitCmd(ctx), ctx)
-		_, _ = pipe.Exec(ctx) // errors are in the commands
-		return cmd, wait
-	}
-	sha := b.scripts.sent[s.id].Load()
-	cmd, wait := exec(sha)
-	if sha && isNoScript(cmd.Err()) {
-		cmd, wait = exec(false)
-	}
-	if err := cmd.Err(); err != nil {
-		return cmd, 0, err
-	}
-	b.scripts.sent[s.id].Store(true)
-	acks, err := wait.Int64()
-	return cmd, acks, err
+	acks, err := wait.int64()
+	return r, acks, err
 }
 
 // acquireAcked runs an acquire script with replica acknowledgement. An
@@ -115,13 +90,13 @@ func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k l
 	if err != nil {
 		return nil, err
 	}
-	vals, err := cmd.Int64Slice()
+	vals, err := cmd.int64Slice()
 	if err != nil || len(vals) == 0 || vals[0] != 1 || acks >= int64(b.ack.replicas) {
 		return vals, err
 	}
 	// Held, but a failover now could lose it: undo it. A retry of the same
 	// token later starts from scratch.
-	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).Int64(); err != nil {
+	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).int64(); err != nil {
 		return nil, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
 	}
 	return nil, b.ack.notReplicated(acks)
@@ -133,10 +108,10 @@ func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k l
 // ErrNotReplicated.
 func (b *Backend) renewAcked(ctx context.Context, calls []call) []driver.RenewResult {
 	results := make([]driver.RenewResult, len(calls))
-	byConn := make(map[redis.UniversalClient][]int)
-	var order []redis.UniversalClient
+	byConn := make(map[any][]int)
+	var order []any
 	for i, c := range calls {
-		conn, err := b.connFor(ctx, c.keys[0])
+		conn, err := b.masterOf(ctx, c.keys[0])
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -152,9 +127,10 @@ func (b *Backend) renewAcked(ctx context.Context, calls []call) []driver.RenewRe
 		for j, i := range idx {
 			batch[j] = calls[i]
 		}
-		cmds, acks, waitErr := b.scripts.runBatchAcked(ctx, conn, batch, b.ack)
+		replies, wait := b.scripts.runBatchOn(ctx, b.tr, batch[0].keys[0], batch, b.ack.waitCmd())
+		acks, waitErr := wait.int64()
 		for j, i := range idx {
-			n, err := cmds[j].Int64()
+			n, err := replies[j].int64()
 			switch {
 			case err != nil:
 				results[i].Err = classify(err)
@@ -170,31 +146,12 @@ func (b *Backend) renewAcked(ctx context.Context, calls []call) []driver.RenewRe
 	return results
 }
 
-// runBatchAcked is runBatch with a WAIT at the end of the pipeline (and of
-// the EVAL retry, if any), all on conn, which must reach one server.
-func (c *scriptCache) runBatchAcked(ctx context.Context, conn redis.UniversalClient, calls []call, ack *replicaAck) ([]*redis.Cmd, int64, error) {
-	cmds := make([]*redis.Cmd, len(calls))
-	pipe := conn.Pipeline()
-	for i, call := range calls {
-		cmds[i] = c.queue(ctx, pipe, call.s, ctx, call.keys, call.args...)
+// masterOf returns what tells apart the masters of keys: on go-redis, the
+// client of key's master (connections that WAIT counts together); with
+// another Transport, key itself (a WAIT per key).
+func (b *Backend) masterOf(ctx context.Context, key string) (any, error) {
+	if b.gr == nil {
+		return key, nil
 	}
-	wait := send(ctx, pipe, ack.waitCmd(ctx), ctx)
-	_, _ = pipe.Exec(ctx)
-
-	var missing []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		pipe = conn.Pipeline()
-		for _, i := range missing {
-			cmds[i] = send(ctx, pipe, calls[i].s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
-		}
-		wait = send(ctx, pipe, ack.waitCmd(ctx), ctx)
-		_, _ = pipe.Exec(ctx)
-	}
-	acks, err := wait.Int64()
-	return cmds, acks, err
+	return b.gr.connFor(ctx, key)
 }

@@ -139,8 +139,9 @@ func newScript(src string) script {
 	return script{src: src, id: scriptCount - 1, srcArg: src, shaArg: hex.EncodeToString(sum[:])}
 }
 
-// cmd makes the command that runs s with EVALSHA (sha) or EVAL.
-func (s script) cmd(ctx context.Context, sha bool, keys []string, args []any) *redis.Cmd {
+// cmd makes the command that runs s with EVALSHA (sha) or EVAL, for the
+// call whose sendTracker is sent (nil: none).
+func (s script) cmd(sha bool, keys []string, args []any, sent *sendTracker) Command {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	if sha {
 		cmdArgs = append(cmdArgs, "evalsha", s.shaArg)
@@ -152,35 +153,7 @@ func (s script) cmd(ctx context.Context, sha bool, keys []string, args []any) *r
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	cmd.SetFirstKeyPos(3) // for Cluster routing
-	return cmd
-}
-
-// noRetry keeps go-redis from sending a lock script again after a network
-// error (it retries by default, on a new connection). A copy sent after the
-// caller gave up could take or extend a lock that nobody holds any more;
-// the Client retries on its own terms instead. go-redis still follows
-// MOVED, ASK and READONLY replies, which mean the script did not run.
-//
-// It also reports to its call's sendTracker when go-redis writes it.
-type noRetry struct {
-	*redis.Cmd
-	sent *sendTracker // nil: not tracked
-}
-
-// NoRetry implements redis.Cmder.
-func (noRetry) NoRetry() bool { return true }
-
-// Args implements redis.Cmder. go-redis reads a command's arguments to write
-// it to a connection, so a command whose Args was never read was never sent.
-// Once its call has been abandoned unsent, it stays unsent: go-redis, still
-// working on it in the background, gets a harmless ECHO to write instead.
-func (c noRetry) Args() []any {
-	if c.sent != nil && !c.sent.markWritten() {
-		return []any{"echo", "fencelock: abandoned before it was sent"}
-	}
-	return c.Cmd.Args()
+	return Command{Args: cmdArgs, FirstKey: 3, Keys: len(keys), sent: sent}
 }
 
 // sendTracker tells whether a call's commands may have been sent. guard
@@ -238,16 +211,12 @@ func trackerFrom(ctx context.Context) *sendTracker {
 	return t
 }
 
-// processor is a redis.UniversalClient or a redis.Pipeliner.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
-// send queues or runs cmd on p, without retries, tracked for the call of
-// callCtx, and returns it.
-func send(ctx context.Context, p processor, cmd *redis.Cmd, callCtx context.Context) *redis.Cmd {
-	_ = p.Process(ctx, noRetry{Cmd: cmd, sent: trackerFrom(callCtx)}) // the error is in cmd
-	return cmd
+// do1 runs one command on tr.
+func do1(ctx context.Context, tr Transport, c Command) Reply {
+	if g, ok := tr.(*goRedis); ok {
+		return g.do1(ctx, c) // no slices
+	}
+	return tr.Do(ctx, []Command{c})[0]
 }
 
 // scriptCache remembers, per Backend, which scripts it has sent with EVAL, so
@@ -262,28 +231,29 @@ type scriptCache struct {
 const maxScripts = 32
 
 // run runs s in one round trip (two after the server's cache was lost).
-func (c *scriptCache) run(ctx context.Context, rdb redis.UniversalClient, s script, keys []string, args ...any) *redis.Cmd {
+func (c *scriptCache) run(ctx context.Context, tr Transport, s script, keys []string, args ...any) Reply {
+	sent := trackerFrom(ctx)
 	if !c.sent[s.id].Load() {
-		cmd := send(ctx, rdb, s.cmd(ctx, false, keys, args), ctx)
-		if cmd.Err() == nil {
+		r := do1(ctx, tr, s.cmd(false, keys, args, sent))
+		if r.Err == nil {
 			c.sent[s.id].Store(true)
 		}
-		return cmd
+		return r
 	}
-	cmd := send(ctx, rdb, s.cmd(ctx, true, keys, args), ctx)
-	if isNoScript(cmd.Err()) {
-		cmd = send(ctx, rdb, s.cmd(ctx, false, keys, args), ctx)
+	r := do1(ctx, tr, s.cmd(true, keys, args, sent))
+	if isNoScript(r.Err) {
+		r = do1(ctx, tr, s.cmd(false, keys, args, sent))
 	}
-	return cmd
+	return r
 }
 
-// queue adds s to pipe for the call of callCtx: EVALSHA, or EVAL while this
-// Backend has not sent the script yet. The caller retries NOSCRIPT replies
-// with EVAL.
-func (c *scriptCache) queue(ctx context.Context, pipe redis.Pipeliner, s script, callCtx context.Context, keys []string, args ...any) *redis.Cmd {
+// queue returns the command that runs s in a pipeline, for the call whose
+// sendTracker is sent: EVALSHA, or EVAL while this Backend has not sent
+// the script yet. The caller retries NOSCRIPT replies with EVAL.
+func (c *scriptCache) queue(s script, keys []string, args []any, sent *sendTracker) Command {
 	sha := c.sent[s.id].Load()
 	c.sent[s.id].Store(true) // optimistic: a failed EVAL leaves NOSCRIPT to the fallback
-	return send(ctx, pipe, s.cmd(ctx, sha, keys, args), callCtx)
+	return s.cmd(sha, keys, args, sent)
 }
 
 // call is one script invocation in a pipelined batch. The calls of a batch
@@ -296,30 +266,56 @@ type call struct {
 
 // runBatch runs each call's script in one pipelined round trip (per
 // Cluster node), then once more with EVAL for the calls that met NOSCRIPT.
-// It returns one command per call, each with its own result or error.
-func (c *scriptCache) runBatch(ctx context.Context, rdb redis.UniversalClient, calls []call) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
-	pipe := rdb.Pipeline()
-	for i, call := range calls {
-		cmds[i] = c.queue(ctx, pipe, call.s, ctx, call.keys, call.args...)
+// It returns one reply per call.
+func (c *scriptCache) runBatch(ctx context.Context, tr Transport, calls []call) []Reply {
+	replies, _ := c.runBatchOn(ctx, tr, "", calls, nil)
+	return replies
+}
+
+// runBatchOn is runBatch, on the connection of the master of key when key
+// is not "" (Transport.DoOnMaster), followed there by extra (a WAIT),
+// whose reply it returns too (again after the EVAL retry, if any).
+func (c *scriptCache) runBatchOn(ctx context.Context, tr Transport, key string, calls []call, extra *Command) ([]Reply, Reply) {
+	sent := trackerFrom(ctx)
+	do := func(cmds []Command) ([]Reply, Reply) {
+		if extra != nil {
+			cmds = append(cmds, *extra)
+		}
+		var replies []Reply
+		if key == "" {
+			replies = tr.Do(ctx, cmds)
+		} else {
+			replies = tr.DoOnMaster(ctx, key, cmds)
+		}
+		if extra != nil {
+			return replies[:len(replies)-1], replies[len(replies)-1]
+		}
+		return replies, Reply{}
 	}
-	_, _ = pipe.Exec(ctx) // errors are in the commands
+	cmds := make([]Command, len(calls), len(calls)+1)
+	for i, call := range calls {
+		cmds[i] = c.queue(call.s, call.keys, call.args, sent)
+	}
+	replies, last := do(cmds)
 
 	var missing []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
+	for i, r := range replies {
+		if isNoScript(r.Err) {
 			missing = append(missing, i)
 		}
 	}
 	if len(missing) == 0 {
-		return cmds
+		return replies, last
 	}
-	pipe = rdb.Pipeline()
-	for _, i := range missing {
-		cmds[i] = send(ctx, pipe, calls[i].s.cmd(ctx, false, calls[i].keys, calls[i].args), ctx)
+	cmds = make([]Command, len(missing), len(missing)+1)
+	for j, i := range missing {
+		cmds[j] = calls[i].s.cmd(false, calls[i].keys, calls[i].args, sent)
 	}
-	_, _ = pipe.Exec(ctx)
-	return cmds
+	again, last := do(cmds)
+	for j, i := range missing {
+		replies[i] = again[j]
+	}
+	return replies, last
 }
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply. (It checks

@@ -24,20 +24,21 @@ func TestScriptsRunAfterTheServerForgetsThem(t *testing.T) {
 	defer cancel()
 
 	var cache scriptCache
-	pipe := coalescer{rdb: rdb, scripts: &cache, maxFlushers: 1}
+	tr := &goRedis{rdb: rdb}
+	pipe := coalescer{tr: tr, scripts: &cache, maxFlushers: 1}
 	ttlOf := func(n int) (keys []string, args []any) {
 		return []string{fmt.Sprintf("{k%d}:lock", n)}, []any{"token"}
 	}
 	// ttlScript replies -2 for a lock that does not exist: a reply only the
 	// script itself gives.
-	check := func(how string, cmd *redis.Cmd) {
+	check := func(how string, r Reply) {
 		t.Helper()
-		if v, err := cmd.Int64(); err != nil || v != -2 {
+		if v, err := r.int64(); err != nil || v != -2 {
 			t.Errorf("%s: reply %d, %v; want the script's -2", how, v, err)
 		}
 	}
 	keys, args := ttlOf(0)
-	check("first run (EVAL)", cache.run(ctx, rdb, ttlScript, keys, args...))
+	check("first run (EVAL)", cache.run(ctx, tr, ttlScript, keys, args...))
 	if !cache.sent[ttlScript.id].Load() {
 		t.Fatal("the script is not marked as loaded after its first run")
 	}
@@ -49,7 +50,7 @@ func TestScriptsRunAfterTheServerForgetsThem(t *testing.T) {
 		}
 	}
 	forget()
-	check("alone, after SCRIPT FLUSH", cache.run(ctx, rdb, ttlScript, keys, args...))
+	check("alone, after SCRIPT FLUSH", cache.run(ctx, tr, ttlScript, keys, args...))
 
 	forget()
 	var batch []*pendingCall
@@ -59,7 +60,7 @@ func TestScriptsRunAfterTheServerForgetsThem(t *testing.T) {
 	}
 	pipe.exec(batch)
 	for n, p := range batch {
-		check(fmt.Sprintf("call %d of a shared pipeline, after SCRIPT FLUSH", n), p.cmd)
+		check(fmt.Sprintf("call %d of a shared pipeline, after SCRIPT FLUSH", n), p.reply)
 	}
 
 	forget()
@@ -68,7 +69,7 @@ func TestScriptsRunAfterTheServerForgetsThem(t *testing.T) {
 		keys, args := ttlOf(n)
 		calls = append(calls, call{s: ttlScript, keys: keys, args: args})
 	}
-	for n, cmd := range cache.runBatch(ctx, rdb, calls) {
+	for n, cmd := range cache.runBatch(ctx, tr, calls) {
 		check(fmt.Sprintf("call %d of a batch, after SCRIPT FLUSH", n), cmd)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/redisbackend"
+	"github.com/fencelock/fencelock/redisbackend/rueidistransport"
 	"github.com/go-redsync/redsync/v4"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,7 @@ const (
 	fencelockName     = "fencelock"
 	fencelockDoName   = "fencelock-Do"
 	fencelockFairName = "fencelock-fair"
+	fencelockRueidis  = "fencelock-rueidis"
 
 	fencelockDefaultClientName = "fencelock-default-client"
 )
@@ -114,6 +116,13 @@ var libraries = []library{
 			"one line of waiters on the server for every process; each release hands the lock to the next waiter (a grant) and tells it alone",
 		connect: newFencelockFair,
 		noHeld:  true, // fairness changes waiting only: the held-locks workload is WithAutoRenew's
+	},
+	{
+		name: fencelockRueidis,
+		settings: "fencelock as in the first column, on a rueidis client (redisbackend/rueidistransport; " +
+			"its defaults: auto-pipelining, client-side caching off) instead of go-redis: " +
+			"every call of the process shares rueidis's pipelined connection",
+		connect: newFencelockRueidis,
 	},
 	{
 		name: "redsync",
@@ -201,7 +210,7 @@ func libraryByName(name string) (library, bool) {
 
 // isFencelock reports whether name is fencelock or a variant of it.
 func isFencelock(name string) bool {
-	return name == fencelockName || name == fencelockDoName || name == fencelockFairName
+	return name == fencelockName || name == fencelockDoName || name == fencelockFairName || name == fencelockRueidis
 }
 
 // isPeer reports whether name is a peer library: neither fencelock nor a
@@ -235,7 +244,7 @@ func newGoRedis(addr string) *redis.Client {
 // --- fencelock ---
 
 type fencelockLocker struct {
-	rdb    *redis.Client
+	conn   interface{ Close() error } // the Redis client, closed after the Client
 	client *fencelock.Client
 	ttl    time.Duration
 	do     bool                      // cycle through Client.Do instead of Acquire + Release
@@ -244,13 +253,27 @@ type fencelockLocker struct {
 
 func newFencelock(addr string, ttl, _ time.Duration) (locker, error) {
 	rdb := newGoRedis(addr)
-	return &fencelockLocker{rdb: rdb, client: fencelock.New(redisbackend.New(rdb)), ttl: ttl}, nil
+	return &fencelockLocker{conn: rdb, client: fencelock.New(redisbackend.New(rdb)), ttl: ttl}, nil
 }
 
 func newFencelockDefaultClient(addr string, ttl, _ time.Duration) (locker, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
-	return &fencelockLocker{rdb: rdb, client: fencelock.New(redisbackend.New(rdb)), ttl: ttl}, nil
+	return &fencelockLocker{conn: rdb, client: fencelock.New(redisbackend.New(rdb)), ttl: ttl}, nil
 }
+
+func newFencelockRueidis(addr string, ttl, _ time.Duration) (locker, error) {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, err
+	}
+	conn := closerFunc(func() error { client.Close(); return nil })
+	return &fencelockLocker{conn: conn, client: fencelock.New(rueidistransport.NewBackend(client)), ttl: ttl}, nil
+}
+
+// closerFunc is a Close method of a client whose Close returns nothing.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 func newFencelockDo(addr string, ttl, renew time.Duration) (locker, error) {
 	l, err := newFencelock(addr, ttl, renew)
@@ -300,7 +323,7 @@ func (h fencelockHeld) release(ctx context.Context) error { return h.lk.Release(
 func (h fencelockHeld) renewErrors() int64                { return 0 }
 
 func (l *fencelockLocker) close() error {
-	return errors.Join(l.client.Close(), l.rdb.Close())
+	return errors.Join(l.client.Close(), l.conn.Close())
 }
 
 // --- redsync ---

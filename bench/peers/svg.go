@@ -28,6 +28,7 @@ var palette = map[string]string{
 	fencelockName:     "#1f5fbf",
 	fencelockDoName:   "#7fa8e6",
 	fencelockFairName: "#0b3d91",
+	fencelockRueidis:  "#17becf",
 	"redsync":         "#d62728",
 	"redislock":       "#ff8c1a",
 	"rueidislock":     "#2ca02c",

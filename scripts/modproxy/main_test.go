@@ -10,16 +10,21 @@ import (
 	"testing"
 )
 
-// A checkout with a nested module, an ignored file and an untracked one:
-// each module is served with its own files (the untracked one included,
-// the ignored one and the nested module's left out), its go.mod and the
-// version in its list.
+// A checkout with a nested module, an ignored file, an untracked one, one
+// that .gitattributes keeps out of archives and a LICENSE at the root: each
+// module is served with its own files (the untracked one included, the
+// ignored one, the export-ignore one and the nested module's left out), the
+// root's LICENSE (the nested module has none of its own), its go.mod and
+// the version in its list.
 func TestWrite(t *testing.T) {
 	root := t.TempDir()
 	for name, content := range map[string]string{
 		"go.mod":         "module example.com/m\n\ngo 1.26.0\n",
 		"m.go":           "package m\n",
 		".gitignore":     "/built\n",
+		".gitattributes": "/notes export-ignore\n",
+		"notes":          "not released\n",
+		"LICENSE":        "the license\n",
 		"built":          "a build product\n",
 		"sub/go.mod":     "module example.com/m/sub\n\ngo 1.26.0\n",
 		"sub/sub.go":     "package sub\n",
@@ -43,20 +48,23 @@ func TestWrite(t *testing.T) {
 		}
 	}
 	git("init", "-q")
-	git("add", "go.mod", "m.go", ".gitignore", "sub", "pkg/pkg.go", "pkg/testdata")
+	git("add", "go.mod", "m.go", ".gitignore", ".gitattributes", "notes", "LICENSE", "sub", "pkg/pkg.go", "pkg/testdata")
 
 	out := t.TempDir()
 	mods, err := write(root, out, "v0.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(mods)
-	if want := []string{"example.com/m", "example.com/m/sub"}; !slices.Equal(mods, want) {
+	slices.SortFunc(mods, func(a, b Module) int { return strings.Compare(a.Path, b.Path) })
+	if want := []Module{{"example.com/m", "."}, {"example.com/m/sub", "sub"}}; !slices.Equal(mods, want) {
 		t.Fatalf("modules %v, want %v", mods, want)
 	}
+	if tag := mods[1].Tag("v0.1.0"); tag != "sub/v0.1.0" {
+		t.Errorf("sub's tag %q, want sub/v0.1.0", tag)
+	}
 	for mod, want := range map[string][]string{
-		"example.com/m":     {".gitignore", "go.mod", "m.go", "pkg/new.go", "pkg/pkg.go", "pkg/testdata/x"},
-		"example.com/m/sub": {"go.mod", "sub.go"},
+		"example.com/m":     {".gitattributes", ".gitignore", "LICENSE", "go.mod", "m.go", "pkg/new.go", "pkg/pkg.go", "pkg/testdata/x"},
+		"example.com/m/sub": {"LICENSE", "go.mod", "sub.go"},
 	} {
 		dir := filepath.Join(out, filepath.FromSlash(mod), "@v")
 		list, err := os.ReadFile(filepath.Join(dir, "list"))

@@ -29,16 +29,17 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 		return nil, errNilContext
 	}
 	defer c.ops.begin()()
+	hctx := c.acquireStart(ctx, key, KindLock)
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
-		return nil, c.refused(ctx, key, KindLock, err)
+		return nil, c.refused(hctx, key, KindLock, err)
 	}
 	cfg.wait, cfg.waitSet = 0, true // one attempt
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
-		return nil, c.refused(ctx, key, KindLock, err)
+		return nil, c.refused(hctx, key, KindLock, err)
 	}
-	return c.acquireWaiting(ctx, req, cfg)
+	return c.acquireWaiting(ctx, hctx, req, cfg)
 }
 
 // Acquire takes the lock named key, waiting while someone else holds it,
@@ -69,15 +70,16 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, errNilContext
 	}
 	defer c.ops.begin()()
+	hctx := c.acquireStart(ctx, key, KindLock)
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
-		return nil, c.refused(ctx, key, KindLock, err)
+		return nil, c.refused(hctx, key, KindLock, err)
 	}
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
-		return nil, c.refused(ctx, key, KindLock, err)
+		return nil, c.refused(hctx, key, KindLock, err)
 	}
-	return c.acquireWaiting(ctx, req, cfg)
+	return c.acquireWaiting(ctx, hctx, req, cfg)
 }
 
 // newRequest checks that the Client is open and makes the acquire request,

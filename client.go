@@ -310,6 +310,17 @@ func (c *Client) Check(ctx context.Context) error {
 	return nil
 }
 
+// acquireStart calls Hooks.AcquireStart, and returns the context of the
+// call's other hooks.
+func (c *Client) acquireStart(ctx context.Context, key string, kind Kind) context.Context {
+	if h := c.hooks.AcquireStart; h != nil {
+		if hctx := h(ctx, AcquireEvent{Key: key, Kind: kind}); hctx != nil {
+			return hctx
+		}
+	}
+	return ctx
+}
+
 // refused reports an acquire call refused before it made an attempt, and
 // returns its error.
 func (c *Client) refused(ctx context.Context, key string, kind Kind, err error) error {

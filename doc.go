@@ -35,7 +35,7 @@
 // WithHooks makes the Client report acquires (outcome, wait), waits,
 // releases (hold time), renewal batches and losses to functions of yours,
 // for metrics and tracing (observer.go); the fencelockprom module turns
-// them into Prometheus metrics.
+// them into Prometheus metrics, fencelockotel into OpenTelemetry ones.
 //
 // # What a lease guarantees, and what fencing adds
 //

@@ -310,6 +310,9 @@ func (f *forcing) releaseHolds(holds []driver.HoldInfo) error {
 		}
 		if ok {
 			f.released = append(f.released, h)
+			if hook := f.c.hooks.ForceReleased; hook != nil {
+				hook(f.ctx, ReleaseEvent{Key: f.key, Kind: h.Kind, Fence: h.Fence, Reason: f.reason})
+			}
 		}
 	}
 	return nil

@@ -9,13 +9,14 @@ import (
 )
 
 // Hooks are functions a Client calls as things happen to its locks, for
-// metrics, tracing or logging (the fencelockprom module turns them into
-// Prometheus metrics). Pass them to New with WithHooks. A nil field is
+// metrics, tracing or logging (the fencelockprom and fencelockotel modules
+// turn them into Prometheus metrics and OpenTelemetry spans and metrics). Pass them to New with WithHooks. A nil field is
 // skipped; a Client without hooks only checks that they are nil.
 //
 // Each acquired Lock ends with exactly one Released or Lost call, so that
 // AcquireDone (with OutcomeAcquired) minus Released minus Lost is the number
-// of locks the Client holds. Every WaitStart is followed by one WaitDone.
+// of locks the Client holds. Every AcquireStart (WaitStart) is followed by
+// one AcquireDone (WaitDone).
 //
 // The Client calls hooks synchronously, on the goroutine where the event
 // happens (the caller of Acquire or Release, the lease keeper's): a hook
@@ -24,26 +25,33 @@ import (
 // goroutine of its own. Hooks may be called concurrently.
 //
 // The hooks of events that happen in a call (an acquire, its wait, a
-// release) get the call's context, so that a tracing hook can attach a
-// span or an event to the caller's trace; the others happen in the
-// Client's own goroutines.
+// release, a forced release) get the call's context, so that a tracing
+// hook can attach a span or an event to the caller's trace; the others
+// happen in the Client's own goroutines.
 type Hooks struct {
+	// AcquireStart is called when an acquire call that AcquireDone reports
+	// begins, with the call's context and only Key and Kind set. As with
+	// net/http/httptrace, the call's other hooks get the context it returns
+	// (nil: ctx), so a tracer can start a span here and end it in
+	// AcquireDone. The call itself keeps ctx for its requests.
+	AcquireStart func(ctx context.Context, e AcquireEvent) context.Context
+
 	// AcquireDone is called when an acquire call returns: TryAcquire,
 	// Acquire and Do, once per key of AcquireAll, the
 	// acquires of Semaphore and RWLock, Campaign and RunJob. ctx is the
-	// call's. (A call refused as a whole before it tried any key, such as
-	// an AcquireAll naming a key twice or a Do without a function, is not
-	// reported.)
+	// call's (or AcquireStart's). (A call refused as a whole before it
+	// tried any key, such as an AcquireAll naming a key twice or a Do
+	// without a function, is not reported.)
 	AcquireDone func(ctx context.Context, e AcquireEvent)
 
 	// WaitStart is called when an acquire call begins to wait: its first
 	// attempt found the lock held (or the backend unreachable), or other
 	// goroutines of the Client were already waiting for the key. An
-	// uncontended acquire never waits. ctx is the call's.
+	// uncontended acquire never waits. ctx is the call's (or AcquireStart's).
 	WaitStart func(ctx context.Context, e WaitEvent)
 
 	// WaitDone is called when a call that began to wait stops waiting,
-	// just before its AcquireDone. ctx is the call's.
+	// just before its AcquireDone. ctx is the one WaitStart got.
 	WaitDone func(ctx context.Context, e WaitEvent)
 
 	// Released is called when a lock is released: by Release (also when
@@ -51,6 +59,11 @@ type Hooks struct {
 	// Close, or at the end of a RunJob run. ctx is the context of the
 	// call that released it (Close's own for Close).
 	Released func(ctx context.Context, e ReleaseEvent)
+
+	// ForceReleased is called by Client.ForceRelease for each hold it
+	// freed, with the call's context and the operator's reason (Held is
+	// zero). A *Lock of this Client for the hold is Lost just before.
+	ForceReleased func(ctx context.Context, e ReleaseEvent)
 
 	// Lost is called when a lock is lost (its Err matches ErrLost), by the
 	// goroutine that found it lost: the lease keeper's, or one that called
@@ -141,12 +154,13 @@ type WaitEvent struct {
 	Waited time.Duration // WaitDone only: how long the call waited
 }
 
-// ReleaseEvent reports the release of a lock (Hooks.Released).
+// ReleaseEvent reports a release (Hooks.Released, Hooks.ForceReleased).
 type ReleaseEvent struct {
-	Key   string
-	Kind  Kind
-	Fence int64
-	Held  time.Duration // from the sending of the acquiring request to the release
+	Key    string
+	Kind   Kind
+	Fence  int64
+	Held   time.Duration // from the sending of the acquiring request to the release; zero in ForceReleased
+	Reason string        // ForceReleased only: the reason given to Client.ForceRelease
 }
 
 // LostEvent reports the loss of a lock (Hooks.Lost).
@@ -187,38 +201,33 @@ func mergeHooks(hs []Hooks) Hooks {
 		return hs[0]
 	}
 	return Hooks{
-		AcquireDone: fanOutCtx(hs, func(h *Hooks) func(context.Context, AcquireEvent) { return h.AcquireDone }),
-		WaitStart:   fanOutCtx(hs, func(h *Hooks) func(context.Context, WaitEvent) { return h.WaitStart }),
-		WaitDone:    fanOutCtx(hs, func(h *Hooks) func(context.Context, WaitEvent) { return h.WaitDone }),
-		Released:    fanOutCtx(hs, func(h *Hooks) func(context.Context, ReleaseEvent) { return h.Released }),
-		Lost:        fanOut(hs, func(h *Hooks) func(LostEvent) { return h.Lost }),
-		RenewalDone: fanOut(hs, func(h *Hooks) func(RenewalEvent) { return h.RenewalDone }),
+		AcquireStart:  chainStart(hs),
+		ForceReleased: fanOutCtx(hs, func(h *Hooks) func(context.Context, ReleaseEvent) { return h.ForceReleased }),
+		AcquireDone:   fanOutCtx(hs, func(h *Hooks) func(context.Context, AcquireEvent) { return h.AcquireDone }),
+		WaitStart:     fanOutCtx(hs, func(h *Hooks) func(context.Context, WaitEvent) { return h.WaitStart }),
+		WaitDone:      fanOutCtx(hs, func(h *Hooks) func(context.Context, WaitEvent) { return h.WaitDone }),
+		Released:      fanOutCtx(hs, func(h *Hooks) func(context.Context, ReleaseEvent) { return h.Released }),
+		Lost:          fanOut(hs, func(h *Hooks) func(LostEvent) { return h.Lost }),
+		RenewalDone:   fanOut(hs, func(h *Hooks) func(RenewalEvent) { return h.RenewalDone }),
 	}
 }
 
-// fanOut returns a function calling field of every h in hs that has one,
-// or nil when none has.
+// fanOut is fanOutCtx for the hooks without a context.
 func fanOut[E any](hs []Hooks, field func(*Hooks) func(E)) func(E) {
-	var fs []func(E)
-	for i := range hs {
-		if f := field(&hs[i]); f != nil {
-			fs = append(fs, f)
+	f := fanOutCtx(hs, func(h *Hooks) func(context.Context, E) {
+		if g := field(h); g != nil {
+			return func(_ context.Context, e E) { g(e) }
 		}
-	}
-	switch len(fs) {
-	case 0:
 		return nil
-	case 1:
-		return fs[0]
+	})
+	if f == nil {
+		return nil
 	}
-	return func(e E) {
-		for _, f := range fs {
-			f(e)
-		}
-	}
+	return func(e E) { f(context.TODO(), e) }
 }
 
-// fanOutCtx is fanOut for the hooks that get the call's context.
+// fanOutCtx returns a function calling field of every h in hs that has
+// one, or nil when none has.
 func fanOutCtx[E any](hs []Hooks, field func(*Hooks) func(context.Context, E)) func(context.Context, E) {
 	var fs []func(context.Context, E)
 	for i := range hs {
@@ -236,5 +245,27 @@ func fanOutCtx[E any](hs []Hooks, field func(*Hooks) func(context.Context, E)) f
 		for _, f := range fs {
 			f(ctx, e)
 		}
+	}
+}
+
+// chainStart returns an AcquireStart calling those of hs in order, each
+// with the context the one before returned; nil when none has one.
+func chainStart(hs []Hooks) func(context.Context, AcquireEvent) context.Context {
+	var fs []func(context.Context, AcquireEvent) context.Context
+	for i := range hs {
+		if f := hs[i].AcquireStart; f != nil {
+			fs = append(fs, f)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, e AcquireEvent) context.Context {
+		for _, f := range fs {
+			if next := f(ctx, e); next != nil {
+				ctx = next
+			}
+		}
+		return ctx
 	}
 }

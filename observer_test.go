@@ -390,12 +390,14 @@ func TestHooksNoAllocations(t *testing.T) {
 	}
 	var acquired, released atomic.Int64
 	hooks := fencelock.WithHooks(fencelock.Hooks{
-		AcquireDone: func(context.Context, fencelock.AcquireEvent) { acquired.Add(1) },
-		WaitStart:   func(context.Context, fencelock.WaitEvent) {},
-		WaitDone:    func(context.Context, fencelock.WaitEvent) {},
-		Released:    func(context.Context, fencelock.ReleaseEvent) { released.Add(1) },
-		Lost:        func(fencelock.LostEvent) {},
-		RenewalDone: func(fencelock.RenewalEvent) {},
+		AcquireStart:  func(ctx context.Context, _ fencelock.AcquireEvent) context.Context { return ctx },
+		ForceReleased: func(context.Context, fencelock.ReleaseEvent) {},
+		AcquireDone:   func(context.Context, fencelock.AcquireEvent) { acquired.Add(1) },
+		WaitStart:     func(context.Context, fencelock.WaitEvent) {},
+		WaitDone:      func(context.Context, fencelock.WaitEvent) {},
+		Released:      func(context.Context, fencelock.ReleaseEvent) { released.Add(1) },
+		Lost:          func(fencelock.LostEvent) {},
+		RenewalDone:   func(fencelock.RenewalEvent) {},
 	})
 	allocs() // warm-up
 	without, with := math.Inf(1), math.Inf(1)

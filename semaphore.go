@@ -86,15 +86,16 @@ func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration,
 		return nil, errNilContext
 	}
 	defer c.ops.begin()()
+	hctx := c.acquireStart(ctx, key, kind)
 	cfg, err := c.resolveAcquire(key, ttl, opts)
 	if err != nil {
-		return nil, c.refused(ctx, key, kind, err)
+		return nil, c.refused(hctx, key, kind, err)
 	}
 	if cfg.fair {
-		return nil, c.refused(ctx, key, kind, invalid("option", "WithFairness", "applies to the plain lock only"))
+		return nil, c.refused(hctx, key, kind, invalid("option", "WithFairness", "applies to the plain lock only"))
 	}
 	if err := check(); err != nil {
-		return nil, c.refused(ctx, key, kind, err)
+		return nil, c.refused(hctx, key, kind, err)
 	}
 	if single {
 		cfg.wait, cfg.waitSet = 0, true
@@ -105,9 +106,9 @@ func (c *Client) acquireHold(ctx context.Context, key string, ttl time.Duration,
 	}
 	req, err := c.newRequest(ctx, key, ttl)
 	if err != nil {
-		return nil, c.refused(ctx, key, kind, err)
+		return nil, c.refused(hctx, key, kind, err)
 	}
 	req.Owner = req.Token // not re-entrant, whatever WithOwner says
 	req.Kind, req.Permits = kind, permits
-	return c.acquireWaiting(ctx, req, cfg)
+	return c.acquireWaiting(ctx, hctx, req, cfg)
 }

@@ -35,6 +35,7 @@ type waiter struct {
 	req    driver.Request
 	cfg    acquireConfig
 	parent context.Context // the caller's context
+	hctx   context.Context // the context of the call's hooks (Hooks.AcquireStart)
 	ctx    context.Context // parent, bounded by WithWait and Close
 	start  time.Time
 
@@ -64,10 +65,12 @@ type waiter struct {
 	sentAt [16]time.Time
 }
 
-// acquireWaiting runs a waiter until it holds the lock or gives up.
-func (c *Client) acquireWaiting(parent context.Context, req driver.Request, cfg acquireConfig) (lk *Lock, err error) {
+// acquireWaiting runs a waiter until it holds the lock or gives up. hctx is
+// the context of the call's hooks, from acquireStart.
+func (c *Client) acquireWaiting(parent, hctx context.Context, req driver.Request, cfg acquireConfig) (lk *Lock, err error) {
 	req.Notify = cfg.notify
 	w := c.newWaiter(parent, req, cfg)
+	w.hctx = hctx
 	defer func() {
 		w.stop(lk != nil)
 		w.acquireDone(lk, err)
@@ -522,7 +525,7 @@ func drain(c <-chan struct{}) {
 func (w *waiter) acquireDone(lk *Lock, err error) {
 	if w.waitStart != (time.Time{}) {
 		if h := w.c.hooks.WaitDone; h != nil {
-			h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind, Waited: time.Since(w.waitStart)})
+			h(w.hctx, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind, Waited: time.Since(w.waitStart)})
 		}
 	}
 	h := w.c.hooks.AcquireDone
@@ -534,7 +537,7 @@ func (w *waiter) acquireDone(lk *Lock, err error) {
 	if lk != nil {
 		ev.Fence = lk.fence
 	}
-	h(w.parent, ev)
+	h(w.hctx, ev)
 }
 
 // beginWait notes that the waiter is about to block, the first time it is.
@@ -544,7 +547,7 @@ func (w *waiter) beginWait() {
 	}
 	w.waitStart = time.Now()
 	if h := w.c.hooks.WaitStart; h != nil {
-		h(w.parent, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
+		h(w.hctx, WaitEvent{Key: w.req.Key, Kind: w.cfg.kind})
 	}
 }
 

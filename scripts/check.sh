@@ -18,7 +18,7 @@
 # tree and need none (the lines come with the first tagged release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(. cmd etcdbackend fencelockprom fence/fencepgx examples bench/peers scripts/modproxy redisbackend/rueidistransport)
+modules=(. cmd etcdbackend fencelockprom fencelockotel fence/fencepgx examples bench/peers scripts/modproxy redisbackend/rueidistransport)
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 write=false
 if [ "${1:-}" = "-w" ]; then
@@ -112,7 +112,7 @@ if ! go run "$gocyclo" -over 40 -ignore '/testdata/' .; then
 	echo "check: split the functions above into named steps (at most 40 anywhere)" >&2
 	exit 1
 fi
-library_code=(./*.go driver redisbackend redlock fence idempotency memorybackend etcdbackend/*.go fencelockprom redisbackend/rueidistransport)
+library_code=(./*.go driver redisbackend redlock fence idempotency memorybackend etcdbackend/*.go fencelockprom fencelockotel redisbackend/rueidistransport)
 if ! go run "$gocyclo" -over 25 -ignore '_test\.go$' "${library_code[@]}"; then
 	echo "check: split the library functions above into named steps (at most 25 in library code)" >&2
 	exit 1

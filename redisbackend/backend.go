@@ -14,7 +14,8 @@
 // not wait past it; go-redis enforces a context's deadline only with that
 // option. With it, requests run on the caller's goroutine; without it, the
 // Backend runs each request on a goroutine of its own and stops waiting at
-// the deadline, which costs about as much client CPU as the request itself.
+// the deadline, which costs about as much client CPU as the request itself
+// (WithLogger: New warns of it).
 // A cancellation before the deadline is then noticed before the request is
 // sent and when the reply is in (a round trip), or, if the server does not
 // answer, at the deadline or go-redis's read timeout, whichever comes first.
@@ -24,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -63,6 +65,7 @@ type options struct {
 	maxInflight   int
 	counterExpiry time.Duration
 	ack           *replicaAck
+	logger        *slog.Logger
 }
 
 // WithoutReleaseNotifications makes waiters poll (with jittered backoff,
@@ -85,6 +88,14 @@ func WithFenceCounterExpiry(d time.Duration) Option {
 	return func(o *options) { o.counterExpiry = max(d, 0) }
 }
 
+// WithLogger gives the Backend a logger for what it has to say at New:
+// a warning when rdb lacks ContextTimeoutEnabled, so that each request
+// pays for a goroutine of its own (see the package documentation). By
+// default the Backend logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
 // New returns a Backend that uses rdb. The caller keeps ownership of rdb:
 // closing the Backend (through fencelock.Client.Close) does not close it.
 func New(rdb redis.UniversalClient, opts ...Option) *Backend {
@@ -103,6 +114,9 @@ func newBackend(tr Transport, g *goRedis, opts []Option) *Backend {
 	b := &Backend{tr: tr, gr: g, counterExpiry: o.counterExpiry, ack: o.ack, contextDeadlines: g == nil || enforcesContextDeadlines(g.rdb)}
 	if o.ack != nil {
 		b.optErr = o.ack.check()
+	}
+	if o.logger != nil && !b.contextDeadlines {
+		o.logger.Warn("redisbackend: the go-redis client has ContextTimeoutEnabled off: each request runs on a goroutine of its own so that its caller returns at its deadline, at about twice the client CPU; set ContextTimeoutEnabled in the go-redis options")
 	}
 	b.pipe = coalescer{tr: tr, scripts: &b.scripts, maxFlushers: o.maxInflight}
 	b.turnGrace = otherTurnGrace

@@ -609,12 +609,11 @@ func (m *primMaster) killPermitHolder(ctx context.Context) (*primKillRec, error)
 		k := &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: fence}
 		for _, z := range permits {
 			if tok, _ := z.Member.(string); strings.HasPrefix(tok, prefix) {
-				// Scores are lease ends in server milliseconds; the read
-				// was sent after before, so before + left is no later than
-				// the real end.
+				// Scores are lease ends in server milliseconds, and now
+				// is the server's clock in whole milliseconds.
 				left := time.Duration(z.Score-float64(now.UnixMilli())) * time.Millisecond
 				k.tokens = append(k.tokens, tok)
-				k.leaseEnds = append(k.leaseEnds, before+int64(left))
+				k.leaseEnds = append(k.leaseEnds, leaseEndAtLeast(before, left))
 				k.leaseLeft = max(k.leaseLeft, left)
 			}
 		}
@@ -674,6 +673,16 @@ func (k *primKillRec) notePermits(sent int64, scores []float64) (allGone bool) {
 	return allGone
 }
 
+// leaseEndAtLeast returns a time (mono) no later than the end of a lease
+// that had left of it on the server, read by a request sent after before.
+// The server counts left from its clock in whole milliseconds, rounded
+// down, so the real time left can be up to a millisecond shorter: without
+// that millisecond, a kill -9ed holder's interval could end just after the
+// next holder's began, an overlap that never was.
+func leaseEndAtLeast(before int64, left time.Duration) int64 {
+	return before + int64(left-time.Millisecond)
+}
+
 // killLeader kill -9s the worker process that leads, then waits until
 // another leads.
 func (m *primMaster) killLeader(ctx context.Context) (*primKillRec, error) {
@@ -689,7 +698,7 @@ func (m *primMaster) killLeader(ctx context.Context) (*primKillRec, error) {
 		if l.ID != candidateID(p.id) || l.Term != term {
 			return nil, nil // its lease lapsed meanwhile (a starved process): another
 		}
-		return &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: term, leaseLeft: l.TTL, leaseEnds: []int64{before + int64(l.TTL)}}, nil
+		return &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: term, leaseLeft: l.TTL, leaseEnds: []int64{leaseEndAtLeast(before, l.TTL)}}, nil
 	})
 	if err != nil || k == nil {
 		return k, err

@@ -3,6 +3,7 @@ package demo
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // The primitives scenarios with their real worker processes against an
@@ -193,5 +194,22 @@ func TestAnalyzePrim(t *testing.T) {
 	})
 	if res.Status != StatusFail || res.Prim.Overlaps != 1 || res.Prim.DoubleRuns != 0 || res.Entered != 2 {
 		t.Errorf("jobs, overlapping runs: %s %s %+v", res.Status, reasons(res), res.Prim)
+	}
+}
+
+// A lease read on the server a fraction of a millisecond before the
+// millisecond it ends in: the server reports a whole millisecond left, and
+// the bound still comes no later than the real end.
+func TestLeaseEndAtLeast(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	end := 1000 * ms // the lease's end on the server, in its milliseconds
+	for _, early := range []int64{1, 300_000, 999_999, ms, 5*ms + 1} {
+		read := end - early      // when the server read its clock
+		left := end - read/ms*ms // what it reports: from its clock rounded down
+		before := read - 50_000  // the request was sent 50 µs earlier
+		got := leaseEndAtLeast(before, time.Duration(left))
+		if got > end {
+			t.Errorf("read %d ns before the end: reported %v left, bound %d ns after the end", early, time.Duration(left), got-end)
+		}
 	}
 }

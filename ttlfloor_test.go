@@ -85,7 +85,8 @@ func TestTTLFloor(t *testing.T) {
 // fraction of a millisecond, so it is acquired, not reported unavailable.
 // (A 1 ms lease failed so in most tries.) The bound allows for a busy
 // 2-core machine, whose scheduler may stall a goroutine for milliseconds
-// now and then: half the tries may fail, and none with a healthy machine.
+// now and then: half the tries may fail (an attempt given up that way may
+// hold the key for the next try), and none with a healthy machine.
 func TestTTLFloorWorks(t *testing.T) {
 	_, rdb := startRedis(t)
 	c := newClient(t, rdb)
@@ -95,16 +96,28 @@ func TestTTLFloorWorks(t *testing.T) {
 	}
 	const tries = 20
 	failed := 0
+	lingers := false // the previous try may have left a lease on the key
 	for range tries {
 		lk, err := c.TryAcquire(ctx, "floor", fencelock.MinTTL)
 		switch {
 		case errors.Is(err, fencelock.ErrUnavailable):
 			failed++
+			lingers = true
 			t.Logf("TryAcquire with MinTTL: %v", err)
+		case errors.Is(err, fencelock.ErrNotAcquired) && lingers:
+			// An attempt given up as unavailable may still have landed,
+			// and a release may have failed: that lease (or the tombstone
+			// that refuses a late acquire) holds the key for up to 10 ms.
+			failed++
+			t.Logf("TryAcquire with MinTTL after a try that may have left a lease: %v", err)
 		case err != nil:
 			t.Fatal(err)
 		default:
-			lk.Release(ctx)
+			rerr := lk.Release(ctx)
+			lingers = rerr != nil
+			if rerr != nil {
+				t.Logf("Release of a MinTTL lock: %v", rerr)
+			}
 		}
 	}
 	if failed > tries/2 {

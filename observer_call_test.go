@@ -25,10 +25,11 @@ type startKey struct{ hooks string }
 // callTrace records hook events with the call number that AcquireStart put
 // in their context, as a tracer's span would.
 type callTrace struct {
-	stamp func() time.Duration // nil: no time
-	mu    sync.Mutex
-	n     int
-	lines []string
+	stamp   func() time.Duration // nil: no time
+	changed chan struct{}        // nil, or signalled (without blocking) when a line is added
+	mu      sync.Mutex
+	n       int
+	lines   []string
 }
 
 func (r *callTrace) add(format string, args ...any) {
@@ -39,6 +40,12 @@ func (r *callTrace) add(format string, args ...any) {
 	r.mu.Lock()
 	r.lines = append(r.lines, line)
 	r.mu.Unlock()
+	if r.changed != nil {
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (r *callTrace) take() []string {
@@ -221,6 +228,7 @@ func TestHooksAcquireStartRedis(t *testing.T) {
 	var mu sync.Mutex
 	var calls []*call
 	var problems []string
+	waitStarted := make(chan string, 16) // the key of each WaitStart
 	problem := func(format string, args ...any) {
 		problems = append(problems, fmt.Sprintf(format, args...))
 	}
@@ -248,6 +256,7 @@ func TestHooksAcquireStartRedis(t *testing.T) {
 				}
 				c.waits++
 			}
+			waitStarted <- e.Key
 		},
 		WaitDone: func(ctx context.Context, e fencelock.WaitEvent) {
 			mu.Lock()
@@ -293,16 +302,16 @@ func TestHooksAcquireStartRedis(t *testing.T) {
 		}
 		waited <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	select {
+	case key := <-waitStarted:
 		mu.Lock()
 		waiting := len(calls) == 3 && calls[2].waits == 1
 		mu.Unlock()
-		if waiting {
-			break
+		if key != "a" || !waiting {
+			t.Fatalf("WaitStart of %q, the third call waiting: %v", key, waiting)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the third call did not report its wait within 10s")
-		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the third call did not report its wait within 10s")
 	}
 	must(lk.Release(ctx))
 	must(<-waited)
@@ -354,7 +363,7 @@ func TestHooksAcquireStartRedis(t *testing.T) {
 // *Locks are lost at their next renewal.
 func TestHooksForceReleasedRedis(t *testing.T) {
 	_, rdb := startRedis(t)
-	holderLog, operatorLog := &callTrace{}, &callTrace{}
+	holderLog, operatorLog := &callTrace{changed: make(chan struct{}, 1)}, &callTrace{}
 	holder := newClient(t, rdb, fencelock.WithHooks(holderLog.hooks("holder")), fencelock.WithNamespace("forced"))
 	operator := newClient(t, rdb, fencelock.WithHooks(operatorLog.hooks("operator")), fencelock.WithNamespace("forced"))
 	ctx := ctxTimeout(t, time.Minute)
@@ -393,12 +402,22 @@ func TestHooksForceReleasedRedis(t *testing.T) {
 	}
 	// Lost runs just after Done is closed, on the keeper's goroutine.
 	var lost []string
-	for deadline := time.Now().Add(10 * time.Second); len(lost) < 4 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	timeout := time.After(10 * time.Second)
+	for len(lost) < 4 {
 		for _, l := range holderLog.take() {
 			if strings.Fields(l)[1] == "lost" {
 				lost = append(lost, l)
 			}
 		}
+		if len(lost) >= 4 {
+			break
+		}
+		select {
+		case <-holderLog.changed:
+			continue
+		case <-timeout:
+		}
+		break
 	}
 	sort.Strings(lost)
 	want = []string{

@@ -67,7 +67,7 @@ func scriptRedis(t *testing.T, ctx, opCtx context.Context, hooks ...fencelock.Ho
 		waited <- lk
 	}()
 	receive(t, waiting, "the second acquire of a to wait")
-	time.Sleep(20 * time.Millisecond) // held at least that long
+	time.Sleep(20 * time.Millisecond) // a hold and a wait of at least 20ms, which the metrics must show (load only lengthens them)
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -17,4 +17,5 @@ require (
 	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )

@@ -3,6 +3,7 @@
 package waitq
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -14,7 +15,24 @@ import (
 // per wake-up); the others wait for their turn. So a release makes one
 // attempt per waiting process, not one per waiting goroutine, and the
 // goroutines of a process get the lock in the order they asked for it.
+//
+// Every acquire and release of the Client passes through here a few times,
+// and nothing here spans keys: the keys are spread over shards, each with
+// a mutex of its own, so that calls for different keys do not queue on one
+// mutex. The zero value is ready to use.
 type Queues struct {
+	shards [shardCount]shard
+}
+
+// shardCount is the number of shards: enough that the goroutines of a busy
+// process rarely meet on one.
+const shardCount = 32
+
+// shardSeed spreads keys over the shards.
+var shardSeed = maphash.MakeSeed()
+
+// A shard holds the lines and counts of the keys that hash to it.
+type shard struct {
 	mu    sync.Mutex
 	lines map[string][]*Place
 	// held counts the plain locks this Client holds, by key: while it
@@ -27,6 +45,13 @@ type Queues struct {
 	// backend's notifications for it are flowing, and another call for
 	// the same watches before its first attempt (acquireWaiting).
 	watching map[Watched]int
+
+	_ [32]byte // a cache line each: goroutines on other shards do not invalidate this one's mutex
+}
+
+// shard returns the shard of key.
+func (q *Queues) shard(key string) *shard {
+	return &q.shards[maphash.String(shardSeed, key)%shardCount]
 }
 
 // Watched is what a waiter watches: the releases of key's hold of kind
@@ -52,7 +77,9 @@ type Place struct {
 	Req    driver.Request
 	Handed chan Handed
 
-	// Guarded by the Queues' mutex.
+	sh *shard // the shard of the line
+
+	// Guarded by sh.mu.
 	offered bool // a release that may hand the lock to this place is in flight
 	unsure  bool // such a release failed: the waiter's token may hold the lock
 	closed  bool // the waiter is leaving: no more offers
@@ -83,21 +110,23 @@ func (w *Place) IsHead() bool {
 
 // Waiting reports whether goroutines are lined up for key.
 func (q *Queues) Waiting(key string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.lines[key]) > 0
+	s := q.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.lines[key]) > 0
 }
 
 // Join adds a waiter, whose acquire request is req, at the end of key's line.
 func (q *Queues) Join(key string, req driver.Request) *Place {
-	w := &Place{Turn: make(chan struct{}), Wake: make(chan struct{}, 1), Req: req, Handed: make(chan Handed, 1)}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.lines == nil {
-		q.lines = make(map[string][]*Place)
+	s := q.shard(key)
+	w := &Place{Turn: make(chan struct{}), Wake: make(chan struct{}, 1), Req: req, Handed: make(chan Handed, 1), sh: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lines == nil {
+		s.lines = make(map[string][]*Place)
 	}
-	q.lines[key] = append(q.lines[key], w)
-	if len(q.lines[key]) == 1 {
+	s.lines[key] = append(s.lines[key], w)
+	if len(s.lines[key]) == 1 {
 		close(w.Turn)
 	}
 	return w
@@ -106,10 +135,11 @@ func (q *Queues) Join(key string, req driver.Request) *Place {
 // Leave removes w from key's line; if w was the head, the next waiter's turn
 // begins. acquired says that w leaves holding the lock.
 func (q *Queues) Leave(key string, w *Place, acquired bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	s := q.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	w.closed = true
-	line := q.lines[key]
+	line := s.lines[key]
 	for i, x := range line {
 		if x != w {
 			continue
@@ -124,18 +154,19 @@ func (q *Queues) Leave(key string, w *Place, acquired bool) {
 		break
 	}
 	if len(line) == 0 {
-		delete(q.lines, key)
+		delete(s.lines, key)
 	} else {
-		q.lines[key] = line
+		s.lines[key] = line
 	}
 }
 
 // Released wakes the head of key's line after this Client released the lock,
 // sooner than the release notification from the server would.
 func (q *Queues) Released(key string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if line := q.lines[key]; len(line) > 0 {
+	s := q.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if line := s.lines[key]; len(line) > 0 {
 		select {
 		case line[0].Wake <- struct{}{}:
 		default:
@@ -149,9 +180,10 @@ func (q *Queues) Released(key string) {
 // cannot serve (handOffable). The caller must settle it. Without an offer
 // the release wakes the head, which attempts at once.
 func (q *Queues) Offer(key string) *Place {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	line := q.lines[key]
+	s := q.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	line := s.lines[key]
 	if len(line) == 0 || line[0].offered || line[0].closed || len(line[0].Handed) > 0 || !line[0].handOffable() {
 		return nil
 	}
@@ -166,8 +198,9 @@ func (q *Queues) Offer(key string) *Place {
 // and one that gave up while the offer was in flight releases its token
 // (withdraw).
 func (q *Queues) Settle(p *Place, h *Handed, unsure bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	s := p.sh
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	p.offered = false
 	switch {
 	case p.closed:
@@ -193,8 +226,9 @@ func (q *Queues) Settle(p *Place, h *Handed, unsure bool) {
 // release may have handed it the lock (an offer in flight, a Handed lock
 // not taken, a failed offer): the waiter must then release its token.
 func (q *Queues) Withdraw(p *Place) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	s := p.sh
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	p.closed = true
 	return p.offered || p.unsure || len(p.Handed) > 0
 }
@@ -202,8 +236,9 @@ func (q *Queues) Withdraw(p *Place) bool {
 // TakeUnsure reports, once, that a release that may have handed p's waiter
 // the lock failed.
 func (q *Queues) TakeUnsure(p *Place) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	s := p.sh
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	u := p.unsure
 	p.unsure = false
 	return u
@@ -211,23 +246,25 @@ func (q *Queues) TakeUnsure(p *Place) bool {
 
 // Took counts a plain lock of key that this Client holds.
 func (q *Queues) Took(key string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.held == nil {
-		q.held = make(map[string]int)
+	s := q.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(map[string]int)
 	}
-	q.held[key]++
+	s.held[key]++
 }
 
 // Ended uncounts a plain lock of key that Took counted and, with wake, wakes
 // the head of key's line: it may now attempt.
 func (q *Queues) Ended(key string, Wake bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.held[key]--; q.held[key] <= 0 {
-		delete(q.held, key)
+	s := q.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[key]--; s.held[key] <= 0 {
+		delete(s.held, key)
 	}
-	if line := q.lines[key]; Wake && len(line) > 0 {
+	if line := s.lines[key]; Wake && len(line) > 0 {
 		select {
 		case line[0].Wake <- struct{}{}:
 		default:
@@ -237,35 +274,39 @@ func (q *Queues) Ended(key string, Wake bool) {
 
 // Holding reports whether this Client holds a plain lock of key.
 func (q *Queues) Holding(key string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.held[key] > 0
+	s := q.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[key] > 0
 }
 
 // WatchStarted counts a call that began watching w.
 func (q *Queues) WatchStarted(w Watched) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.watching == nil {
-		q.watching = make(map[Watched]int)
+	s := q.shard(w.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watching == nil {
+		s.watching = make(map[Watched]int)
 	}
-	q.watching[w]++
+	s.watching[w]++
 }
 
 // WatchStopped uncounts a call that WatchStarted counted.
 func (q *Queues) WatchStopped(w Watched) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.watching[w]--; q.watching[w] <= 0 {
-		delete(q.watching, w)
+	s := q.shard(w.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watching[w]--; s.watching[w] <= 0 {
+		delete(s.watching, w)
 	}
 }
 
 // IsWatched reports whether a call of this Client watches w.
 func (q *Queues) IsWatched(w Watched) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.watching[w] > 0
+	s := q.shard(w.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watching[w] > 0
 }
 
 // Handed is a lock a release by this Client handed to one of its waiters

@@ -18,7 +18,8 @@
 # tree and need none (the lines come with the first tagged release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(. cmd etcdbackend fencelockprom fencelockotel fence/fencepgx examples bench/peers scripts/modproxy redisbackend/rueidistransport)
+# Every module of the workspace (go.work), as paths relative to the root.
+mapfile -t modules < <(go list -m -f '{{.Dir}}' | sed "s|^$PWD/*||; s|^$|.|")
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 write=false
 if [ "${1:-}" = "-w" ]; then

@@ -61,8 +61,9 @@ type waiter struct {
 
 	// sentAt holds when the latest attempts were sent, by attempt number
 	// modulo its length: a grant (driver.Turn.Grant) counts its lease from the
-	// attempt it names.
-	sentAt [16]time.Time
+	// attempt it names. Only a fair waiter gets grants, and only it has one:
+	// it would be nearly half of every other waiter's size.
+	sentAt *[16]time.Time
 }
 
 // acquireWaiting runs a waiter until it holds the lock or gives up. hctx is
@@ -150,6 +151,9 @@ func (c *Client) newWaiter(parent context.Context, req driver.Request, cfg acqui
 	if cfg.waitSet && cfg.wait > 0 {
 		w.ctx, w.cancelWait = context.WithTimeoutCause(w.ctx, cfg.wait, errWaitElapsed)
 	}
+	if cfg.fair {
+		w.sentAt = new([16]time.Time)
+	}
 	w.maxFailures = cfg.maxFailures
 	if !cfg.maxFailuresSet && !w.hasDeadline() {
 		w.maxFailures = defaultMaxFailures
@@ -233,7 +237,9 @@ func (w *waiter) attempt() (*Lock, error) {
 		return nil, nil // ended before this attempt was sent: nothing to clean up
 	}
 	w.attempts++
-	w.sentAt[w.attempts%len(w.sentAt)] = now()
+	if w.sentAt != nil {
+		w.sentAt[w.attempts%len(w.sentAt)] = now()
+	}
 	lk, res, err := w.c.attempt(w.ctx, w.req, w.cfg, w.ambiguous, int64(w.attempts))
 	switch {
 	case lk != nil:
@@ -296,7 +302,7 @@ func (w *waiter) granted() *Lock {
 		return nil
 	}
 	n := int64(w.attempts)
-	if g.Seq <= 0 || g.Seq > n || g.Seq <= n-int64(len(w.sentAt)) {
+	if w.sentAt == nil || g.Seq <= 0 || g.Seq > n || g.Seq <= n-int64(len(w.sentAt)) {
 		return nil
 	}
 	// The store handled attempt g.Seq before it made the grant, so the

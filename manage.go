@@ -111,7 +111,7 @@ func (c *Client) ReleaseToken(ctx context.Context, key, token string) (remaining
 		return 0, invalid("token", token, "must not be empty")
 	}
 	ref := c.ref(key, token)
-	res, err := c.sendRelease(ctx, driver.ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
+	res, err := c.sendReleaseTo(ctx, driver.ReleaseRequest{Ref: ref}, c.heldUntilHere(ref), nil)
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {
@@ -344,7 +344,7 @@ func (c *Client) forceReleaseHold(ctx context.Context, key string, h driver.Hold
 	}
 	ref := c.ref(key, h.Token)
 	ref.Kind = h.Kind
-	res, err := c.sendRelease(ctx, driver.ReleaseRequest{Ref: ref}, c.heldUntilHere(ref))
+	res, err := c.sendReleaseTo(ctx, driver.ReleaseRequest{Ref: ref}, c.heldUntilHere(ref), nil)
 	// This Client's *Lock of the hold, if any, ends whatever the reply:
 	// the hold is gone, or may be (a lost reply), and was asked to go.
 	if !errors.Is(err, ErrInvalidArgument) {

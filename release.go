@@ -135,19 +135,14 @@ func (l *Lock) releaseRequest() driver.ReleaseRequest {
 	return req
 }
 
-// sendRelease makes up to releaseAttempts release requests, each bounded by
-// releaseAttemptTimeout, within ctx (or a detached, bounded context when ctx
-// is done). heldUntil is the local deadline of the hold when the first
-// request was sent: a later request that finds the hold gone, after one whose
-// reply was lost, means that one was applied, since the lease cannot have
-// ended before heldUntil.
-func (c *Client) sendRelease(ctx context.Context, req driver.ReleaseRequest, heldUntil time.Time) (driver.ReleaseResult, error) {
-	return c.sendReleaseTo(ctx, req, heldUntil, nil)
-}
-
-// sendReleaseTo is sendRelease whose first request hands the lock, if it
-// frees it, to the waiter at offer (nil: none; see releaseHandingOff). A
-// second request only releases.
+// sendReleaseTo makes up to releaseAttempts release requests, each bounded
+// by releaseAttemptTimeout, within ctx (or a detached, bounded context when
+// ctx is done). heldUntil is the local deadline of the hold when the first
+// request was sent: a later request that finds the hold gone, after one
+// whose reply was lost, means that one was applied, since the lease cannot
+// have ended before heldUntil. The first request hands the lock, if it frees
+// it, to the waiter at offer (nil: none; see releaseHandingOff), a second
+// one only releases.
 func (c *Client) sendReleaseTo(ctx context.Context, req driver.ReleaseRequest, heldUntil time.Time, offer *waitq.Place) (driver.ReleaseResult, error) {
 	ctx, cancel := c.detached(ctx)
 	defer cancel()

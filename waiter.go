@@ -60,10 +60,9 @@ type waiter struct {
 	watchFailed bool          // the notifier refused: poll
 
 	// sentAt holds when the latest attempts were sent, by attempt number
-	// modulo its length: a grant (driver.Turn.Grant) counts its lease from the
-	// attempt it names. Only a fair waiter gets grants, and only it has one:
-	// it would be nearly half of every other waiter's size.
-	sentAt *[16]time.Time
+	// modulo its length, for grants (driver.Turn.Grant), which count their
+	// lease from the attempt they name: only fair waiters get them, and one.
+	sentAt []time.Time
 }
 
 // acquireWaiting runs a waiter until it holds the lock or gives up. hctx is
@@ -152,7 +151,7 @@ func (c *Client) newWaiter(parent context.Context, req driver.Request, cfg acqui
 		w.ctx, w.cancelWait = context.WithTimeoutCause(w.ctx, cfg.wait, errWaitElapsed)
 	}
 	if cfg.fair {
-		w.sentAt = new([16]time.Time)
+		w.sentAt = make([]time.Time, 16)
 	}
 	w.maxFailures = cfg.maxFailures
 	if !cfg.maxFailuresSet && !w.hasDeadline() {
@@ -302,7 +301,7 @@ func (w *waiter) granted() *Lock {
 		return nil
 	}
 	n := int64(w.attempts)
-	if w.sentAt == nil || g.Seq <= 0 || g.Seq > n || g.Seq <= n-int64(len(w.sentAt)) {
+	if g.Seq <= 0 || g.Seq > n || g.Seq <= n-int64(len(w.sentAt)) {
 		return nil
 	}
 	// The store handled attempt g.Seq before it made the grant, so the

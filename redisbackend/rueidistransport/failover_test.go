@@ -157,14 +157,16 @@ func TestSentinelFailoverWithReplicaAckKeepsLock(t *testing.T) {
 	}
 	// The holder's lease outlasts the failover, the contender's tries and
 	// the rejoin together, each bounded by failoverBound: it must not
-	// lapse before the holder renews it.
-	const key, ttl = "job", 4 * failoverBound
+	// lapse before the holder renews it. The contender's locks are
+	// released at once; their lease only has to outlast a busy machine's
+	// scheduling delays.
+	const key, ttl, shortTTL = "job", 4 * failoverBound, 10 * time.Second
 
 	// Earlier acquisitions, whose fences the ones after a failover must
 	// exceed.
 	var highest int64
 	for range 3 {
-		lk, err := contender.TryAcquire(ctx, key, time.Second)
+		lk, err := contender.TryAcquire(ctx, key, shortTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +213,7 @@ func TestSentinelFailoverWithReplicaAckKeepsLock(t *testing.T) {
 		if err := lk.Release(ctx); err != nil {
 			t.Fatalf("round %d: holder's Release: %v", round, err)
 		}
-		next, err := contender.Acquire(ctx, key, time.Second, fencelock.WithWait(failoverBound))
+		next, err := contender.Acquire(ctx, key, shortTTL, fencelock.WithWait(failoverBound))
 		if err != nil {
 			t.Fatalf("round %d: contender's Acquire after the release: %v", round, err)
 		}
@@ -343,13 +345,15 @@ func TestReleaseDuringFailoverLeavesNoGhost(t *testing.T) {
 			if len(info.Holds) != 1 || info.Holds[0].Token != r.lk.Token() {
 				t.Errorf("holds on the new master: %+v, want only the contender's %s", info.Holds, r.lk.Token())
 			}
+			// Released before the rejoin, which a busy machine can
+			// stretch beyond the contender's lease.
+			if err := r.lk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := bed.waitFailover(old); err != nil {
 				t.Fatal(err)
 			}
 			if err := bed.rejoin(old); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.lk.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 		})

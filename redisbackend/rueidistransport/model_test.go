@@ -31,7 +31,7 @@ func TestModelMixedTransports(t *testing.T) {
 			}
 			inspector := redisbackend.New(rdb)
 			clients := 0
-			return lockmodel.NewServerStore(lockmodel.ServerStore{
+			s := lockmodel.NewServerStore(lockmodel.ServerStore{
 				NewBackend: func() driver.Store {
 					clients++
 					if clients%2 == 1 {
@@ -46,6 +46,13 @@ func TestModelMixedTransports(t *testing.T) {
 					rdb.Close()
 				},
 			})
+			// The semaphore's and read-write lock's holds are read from
+			// the server too: only there can the model see that a
+			// ForceRelease took a hold whose acquire returned after it.
+			s.HoldsView = func(fam lockmodel.Family, key string) (lockmodel.View, bool) {
+				return lockmodel.RedisHolds(rdb, s.Namespace(), fam, key)
+			}
+			return s
 		},
 		Features:  lockmodel.Semaphores | lockmodel.RWLocks | lockmodel.Fairness | lockmodel.Inspect,
 		Clients:   3,

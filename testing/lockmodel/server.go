@@ -93,7 +93,7 @@ func Redis(t TB, addr string) Target {
 				},
 			})
 			s.NewBackend = func() driver.Store { return newProxiedRedis(t, addr) }
-			s.HoldsView = func(fam Family, key string) (View, bool) { return redisHolds(rdb, s.ns, fam, key) }
+			s.HoldsView = func(fam Family, key string) (View, bool) { return RedisHolds(rdb, s.ns, fam, key) }
 			return s
 		},
 		Features: Semaphores | RWLocks | Fairness | Inspect | Partitions,
@@ -143,10 +143,11 @@ func (b *proxiedRedis) Close() error {
 	return err
 }
 
-// redisHolds reads a semaphore's or read-write lock's live holds from its
-// keys: the sorted set of holds (score: when each lease ends, server ms),
-// the writer's token and the fence counter.
-func redisHolds(rdb *redis.Client, ns string, fam Family, key string) (View, bool) {
+// RedisHolds reads a semaphore's or read-write lock's live holds in
+// namespace ns from its keys on a redis-server: the sorted set of holds
+// (score: when each lease ends, server ms), the writer's token and the
+// fence counter. It is the ServerStore.HoldsView of a target on Redis.
+func RedisHolds(rdb *redis.Client, ns string, fam Family, key string) (View, bool) {
 	kind := "sem"
 	if fam == FamRW {
 		kind = "rw"

@@ -633,6 +633,9 @@ func classify(err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, driver.ErrNotSent) {
+		return misconfigured(err) // marked by the transport already
+	}
 	var opErr *net.OpError
 	if (errors.As(err, &opErr) && opErr.Op == "dial") ||
 		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {

@@ -61,7 +61,7 @@ type waiter struct {
 
 	// sentAt holds when the latest attempts were sent, by attempt number
 	// modulo its length, for grants (driver.Turn.Grant), which count their
-	// lease from the attempt they name: only fair waiters get them, and one.
+	// lease from the attempt they name; nil but for fair waiters, which alone get grants.
 	sentAt []time.Time
 }
 

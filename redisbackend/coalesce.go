@@ -22,8 +22,8 @@ type coalescer struct {
 }
 
 // pendingCall is one queued script call. They are reused (pendingCalls):
-// at 64 goroutines most calls queue, and a pendingCall with its channel was
-// a tenth of the bytes an acquire and release allocate.
+// at 64 goroutines most calls queue, and a new pendingCall with its channel
+// would be a tenth of the bytes an acquire and release allocate.
 type pendingCall struct {
 	ctx  context.Context
 	s    script

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,7 +100,13 @@ func (b clusterBed) client(t *testing.T) redis.UniversalClient {
 // bed, closed at cleanup.
 func newFailoverClient(t *testing.T, bed replicated, opts ...redisbackend.Option) *fencelock.Client {
 	t.Helper()
-	c := fencelock.New(redisbackend.New(bed.client(t), opts...))
+	return clientOn(t, bed.client(t), opts...)
+}
+
+// clientOn returns a fencelock Client over rdb, closed at cleanup.
+func clientOn(t *testing.T, rdb redis.UniversalClient, opts ...redisbackend.Option) *fencelock.Client {
+	t.Helper()
+	c := fencelock.New(redisbackend.New(rdb, opts...))
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Errorf("closing fencelock client: %v", err)
@@ -328,7 +335,9 @@ func TestReleaseDuringFailoverLeavesNoGhost(t *testing.T) {
 			t.Parallel()
 			bed := topo.start(t)
 			ack := redisbackend.WithReplicaAck(1, replicaAckTimeout)
-			holder := newFailoverClient(t, bed, ack)
+			rdb := bed.client(t)
+			scripts := countScripts(rdb)
+			holder := clientOn(t, rdb, ack)
 			contender := newFailoverClient(t, bed)
 			ctx := topoCtx(t, 5*time.Minute)
 			const key, ttl = "job", 60 * time.Second
@@ -344,7 +353,7 @@ func TestReleaseDuringFailoverLeavesNoGhost(t *testing.T) {
 				t.Fatal(err)
 			}
 			killed := time.Now()
-			time.Sleep(300 * time.Millisecond) // a renewal is now stuck
+			scripts.waitPast(t, scripts.count()) // a renewal sent after the kill: now stuck
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			err = lk.Release(rctx)
 			cancel()
@@ -461,5 +470,83 @@ func renewedTimes(t *testing.T, ctx context.Context, lk *fencelock.Lock, n int) 
 			return lk.Deadline().After(deadline)
 		})
 		deadline = lk.Deadline()
+	}
+}
+
+// scriptCounter is a go-redis hook that counts the scripts (EVAL, EVALSHA)
+// a client sends: once a lock is held, those of its Client are renewals,
+// so that a test waits for one instead of sleeping.
+type scriptCounter struct {
+	mu      sync.Mutex
+	sent    int
+	changed chan struct{} // closed at each script sent, then replaced
+}
+
+// countScripts adds a scriptCounter to rdb, which must not have sent
+// anything yet: on Cluster, the hook goes on each node's client as it is
+// made, which is where the backend's pipelines to a master run.
+func countScripts(rdb redis.UniversalClient) *scriptCounter {
+	c := &scriptCounter{changed: make(chan struct{})}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(c) })
+	} else {
+		rdb.AddHook(c)
+	}
+	return c
+}
+
+func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.note([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.note(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+// note counts the scripts among cmds, about to be sent.
+func (c *scriptCounter) note(cmds []redis.Cmder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			c.sent++
+			close(c.changed)
+			c.changed = make(chan struct{})
+		}
+	}
+}
+
+// count returns the number of scripts sent so far.
+func (c *scriptCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+// waitPast waits until more than n scripts were sent, up to failoverBound.
+func (c *scriptCounter) waitPast(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.NewTimer(failoverBound)
+	defer timeout.Stop()
+	for {
+		c.mu.Lock()
+		sent, changed := c.sent, c.changed
+		c.mu.Unlock()
+		if sent > n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("no script sent within %v after the %d before", failoverBound, n)
+		}
 	}
 }

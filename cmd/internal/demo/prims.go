@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -852,46 +853,54 @@ func analyzePrim(res *Result, obs *primObserved, t0, end int64) {
 // the server) for the most holders at once and for breaks of the rule.
 func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 	ps := res.Prim
-	type point struct {
-		at    int64
-		delta int
-		write bool
-	}
+	type point = sweepPoint
 	var pts []point
-	add := func(from, to int64, kind string) {
+	var names []string // what each interval is, for a failure's reason
+	add := func(from, to int64, kind, name string) {
 		if to <= from || kind == holdPlainRun {
 			return
 		}
 		w := kind == holdWrite
-		pts = append(pts, point{from, 1, w}, point{to, -1, w})
+		pts = append(pts, point{from, 1, w, len(names)}, point{to, -1, w, len(names)})
+		names = append(names, name)
 	}
 	for _, h := range holds {
-		add(h.Acquired, h.End, h.Kind)
+		add(h.Acquired, h.End, h.Kind, fmt.Sprintf("worker %d's %s (fence %d)", h.Worker, h.Kind, h.Fence))
 	}
 	if k := obs.kill; k != nil {
 		kind := holdPermit
 		if ps.Kind == primElection {
 			kind = holdLeader
 		}
-		for _, e := range k.leaseEnds {
+		for i, e := range k.leaseEnds {
 			// Up to the end of the hold on the server, not to the kill:
 			// on a busy machine the kill can come after the stopped
 			// process's lease lapsed and another took its permit, which
 			// is no overlap. Each end is a lower bound of the real one
 			// (notePermits), so the intervals never count a holder too
 			// many; the server's own count checks the rest.
-			add(k.stopAt, e, kind)
+			name := fmt.Sprintf("killed process %d's %s", k.proc, kind)
+			if i < len(k.tokens) {
+				name += " " + k.tokens[i]
+			}
+			add(k.stopAt, e, kind, name+" (from its stop to its lease end)")
 		}
 	}
 	// Ends before starts at the same instant: intervals are half-open.
 	slices.SortFunc(pts, func(a, b point) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
-	var others, writers int // holders that are not writers; writers
+	var others, writers int     // holders that are not writers; writers
+	open := make(map[int]int64) // the intervals open: their starts
 	broken := false
 	for _, p := range pts {
 		if p.write {
 			writers += p.delta
 		} else {
 			others += p.delta
+		}
+		if p.delta > 0 {
+			open[p.what] = p.at
+		} else {
+			delete(open, p.what)
 		}
 		ps.MaxSeen = max(ps.MaxSeen, others)
 		bad := false
@@ -906,11 +915,38 @@ func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 		if bad && !broken {
 			ps.Overlaps++
 			if ps.Overlaps <= 3 {
-				res.Reasons = append(res.Reasons, fmt.Sprintf("beyond the rule in the hold intervals: %d holders and %d writers at once, %v into the run", others, writers, nanos(p.at-pts[0].at)))
+				res.Reasons = append(res.Reasons, fmt.Sprintf("beyond the rule in the hold intervals: %d holders and %d writers at once, %v into the run: %s",
+					others, writers, nanos(p.at-pts[0].at), openIntervals(open, pts, names, pts[0].at)))
 			}
 		}
 		broken = bad
 	}
+}
+
+// sweepPoint is a start (delta 1) or an end (delta -1) of a hold
+// interval, for primSweep.
+type sweepPoint struct {
+	at    int64
+	delta int
+	write bool
+	what  int // the interval: an index into primSweep's names
+}
+
+// openIntervals names the intervals in open (index into names: start)
+// with their starts and ends relative to t0, for a failure's reason.
+func openIntervals(open map[int]int64, pts []sweepPoint, names []string, t0 int64) string {
+	ends := make(map[int]int64, len(open))
+	for _, p := range pts {
+		if _, ok := open[p.what]; ok && p.delta < 0 {
+			ends[p.what] = p.at
+		}
+	}
+	ids := slices.Sorted(maps.Keys(open))
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		parts = append(parts, fmt.Sprintf("%s %.3f-%.3f ms", names[id], float64(open[id]-t0)/1e6, float64(ends[id]-t0)/1e6))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // primFences checks that a hold whose Acquire was called after another's

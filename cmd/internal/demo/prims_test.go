@@ -138,6 +138,8 @@ func TestAnalyzePrim(t *testing.T) {
 	late := primRec(2, holdWrite, 3, 11, 20)
 	if res := analyzeOf(primRWLock, []*primHold{read1, read2, late}, nil); res.Status != StatusFail || res.Prim.Overlaps != 1 || res.Prim.Violations != 0 {
 		t.Errorf("rwlock, overlap: %s %s %+v", res.Status, reasons(res), res.Prim)
+	} else if want := "worker 1's read (fence 2) 3.000-10.000 ms; worker 2's write (fence 3) 9.000-18.000 ms"; !strings.Contains(reasons(res), want) {
+		t.Errorf("rwlock, overlap: the reason %q does not name the holds open then (%q)", reasons(res), want)
 	}
 	// ... on the server's count only: FAIL.
 	counted := primRec(2, holdWrite, 3, 13, 20)

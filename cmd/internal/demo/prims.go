@@ -195,6 +195,7 @@ type primKillRec struct {
 	stopAt, killAt int64 // mono
 	fence          int64
 	tokens         []string      // semaphore: the dead permits' tokens
+	heldFrom       []int64       // mono: no earlier than each dead hold's lease was last set (leaseSetAtMost)
 	leaseEnds      []int64       // mono: no later than each dead hold ended on the server (notePermits)
 	seen           []int64       // semaphore: mono: when the last read that found each dead permit was sent
 	leaseLeft      time.Duration // the longest
@@ -604,6 +605,7 @@ func (m *primMaster) killPermitHolder(ctx context.Context) (*primKillRec, error)
 		defer cancel()
 		now, terr := m.r.rdb.Time(qctx).Result()
 		permits, zerr := m.r.rdb.ZRangeWithScores(qctx, semKey, 0, -1).Result()
+		after := mono()
 		if err := errors.Join(terr, zerr); err != nil {
 			return nil, fmt.Errorf("reading the semaphore's permits: %w", err)
 		}
@@ -614,6 +616,7 @@ func (m *primMaster) killPermitHolder(ctx context.Context) (*primKillRec, error)
 				// is the server's clock in whole milliseconds.
 				left := time.Duration(z.Score-float64(now.UnixMilli())) * time.Millisecond
 				k.tokens = append(k.tokens, tok)
+				k.heldFrom = append(k.heldFrom, max(stopAt, leaseSetAtMost(after, left, m.sc.Lease)))
 				k.leaseEnds = append(k.leaseEnds, leaseEndAtLeast(before, left))
 				k.leaseLeft = max(k.leaseLeft, left)
 			}
@@ -684,6 +687,22 @@ func leaseEndAtLeast(before int64, left time.Duration) int64 {
 	return before + int64(left-time.Millisecond)
 }
 
+// leaseSetAtMost returns a time (mono) no earlier than the last setting
+// (the acquisition or a renewal) of a lease that lasts lease from then and
+// had left of it on the server, read by a request whose reply was in at
+// after. The server ends a lease set at s at its clock in whole
+// milliseconds (rounded down) plus lease, which is after s + lease - 1ms
+// and no later than after + left.
+//
+// A dead hold counts in the intervals from here (or from the stop, if
+// later), not from the stop alone: the master notes the stop before it
+// sends SIGSTOP, and on a busy machine the process may run on a moment,
+// let go of a hold whose interval then ends after the stop, and take the
+// one that dies with it. From the stop, the two would count twice.
+func leaseSetAtMost(after int64, left, lease time.Duration) int64 {
+	return after + int64(left-lease+time.Millisecond)
+}
+
 // killLeader kill -9s the worker process that leads, then waits until
 // another leads.
 func (m *primMaster) killLeader(ctx context.Context) (*primKillRec, error) {
@@ -693,13 +712,16 @@ func (m *primMaster) killLeader(ctx context.Context) (*primKillRec, error) {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		l, err := m.locks.Leader(qctx, electionName)
+		after := mono()
 		if err != nil {
 			return nil, fmt.Errorf("asking who leads: %w", err)
 		}
 		if l.ID != candidateID(p.id) || l.Term != term {
 			return nil, nil // its lease lapsed meanwhile (a starved process): another
 		}
-		return &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: term, leaseLeft: l.TTL, leaseEnds: []int64{leaseEndAtLeast(before, l.TTL)}}, nil
+		return &primKillRec{proc: p.id, pid: p.pid, stopAt: stopAt, fence: term, leaseLeft: l.TTL,
+			heldFrom:  []int64{max(stopAt, leaseSetAtMost(after, l.TTL, m.sc.Lease))},
+			leaseEnds: []int64{leaseEndAtLeast(before, l.TTL)}}, nil
 	})
 	if err != nil || k == nil {
 		return k, err
@@ -849,8 +871,9 @@ func analyzePrim(res *Result, obs *primObserved, t0, end int64) {
 }
 
 // primSweep sweeps the hold intervals (Acquire returned -> Release called;
-// a killed process's holds: from its SIGSTOP to the end of their lease on
-// the server) for the most holders at once and for breaks of the rule.
+// a killed process's holds: from its SIGSTOP, or the last setting of
+// their lease if later, to the end of their lease on the server) for the
+// most holders at once and for breaks of the rule.
 func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 	ps := res.Prim
 	type point = sweepPoint
@@ -883,7 +906,11 @@ func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 			if i < len(k.tokens) {
 				name += " " + k.tokens[i]
 			}
-			add(k.stopAt, e, kind, name+" (from its stop to its lease end)")
+			from := k.stopAt
+			if i < len(k.heldFrom) {
+				from = max(from, k.heldFrom[i])
+			}
+			add(from, e, kind, name+" (from its stop, or the last setting of its lease, to its lease end)")
 		}
 	}
 	// Ends before starts at the same instant: intervals are half-open.

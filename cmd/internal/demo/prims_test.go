@@ -165,6 +165,18 @@ func TestAnalyzePrim(t *testing.T) {
 		t.Errorf("semaphore, dead permit: %s %s %+v", res.Status, reasons(res), res.Prim)
 	}
 
+	// A stopped process ran on a moment after the stop was recorded (a
+	// busy master): worker 9 of process 3 let go of its permit after it,
+	// then took the one that dies with the process. That permit counts
+	// from when it was taken (heldFrom), not from the stop: PASS.
+	ranOn := []*primHold{primRec(0, holdPermit, 5, 40, 70), primRec(1, holdPermit, 6, 40, 70), primRec(9, holdPermit, 7, 45, 52)}
+	res = analyzeOf(primSemaphore, ranOn, func(o *primObserved) {
+		o.kill = &primKillRec{proc: 3, stopAt: 50e6, killAt: 60e6, fence: 8, heldFrom: []int64{54e6}, leaseEnds: []int64{105e6}, leaseLeft: 45e6, freedAt: 106e6, recovered: true}
+	})
+	if res.Status != StatusPass || res.Prim.MaxSeen != 3 {
+		t.Errorf("semaphore, a dead permit taken after the stop: %s %s %+v", res.Status, reasons(res), res.Prim)
+	}
+
 	// election: a stale heartbeat accepted, and a leader never replaced.
 	l1, l2 := primRec(0, holdLeader, 7, 2, 10), primRec(1, holdLeader, 8, 11, 20)
 	l2.Writes = []writeRecord{{Fence: 8, Start: 12e6, End: 13e6, Result: writeOK}}
@@ -212,6 +224,31 @@ func TestLeaseEndAtLeast(t *testing.T) {
 		got := leaseEndAtLeast(before, time.Duration(left))
 		if got > end {
 			t.Errorf("read %d ns before the end: reported %v left, bound %d ns after the end", early, time.Duration(left), got-end)
+		}
+	}
+}
+
+// A lease set (taken or renewed) at some instant and read later: the bound
+// comes no earlier than the instant it was set, and at most the reply's
+// delay and two milliseconds of rounding later, wherever in their
+// milliseconds the server read its clock.
+func TestLeaseSetAtMost(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	const lease = 2000 * ms
+	for _, set := range []int64{1000 * ms, 1000*ms + 1, 1000*ms + 999_999} {
+		end := set/ms*ms + lease // the server's end: its clock in whole ms, plus the lease
+		for _, read := range []int64{set, set + 1, set + 700_000, set + 1500*ms + 3} {
+			left := end - read/ms*ms // what the server reports
+			after := read + 80_000   // the reply was in 80 µs later
+			got := leaseSetAtMost(after, time.Duration(left), time.Duration(lease))
+			if got < set {
+				t.Errorf("set at %d ns, read at %d: bound %d ns before it was set", set, read, set-got)
+			}
+			// ... and within the reply's delay and the server's rounding
+			// of it, so that a dead hold still counts from about its start.
+			if slack := got - set; slack > after-read+2*ms {
+				t.Errorf("set at %d ns, read at %d: bound %d ns after it was set", set, read, slack)
+			}
 		}
 	}
 }

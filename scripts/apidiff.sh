@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The API changes of every public module since its last release: each
 # module of go.work but the tooling (bench/peers, examples, scripts/modproxy)
-# and the test harnesses (a module in a testing/ directory), as the
-# outside-user test (scripts/modproxy/release_test.go) counts them, is
+# and the test harnesses (a module in a testing/ directory), the list
+# `scripts/modproxy -public` prints for the outside-user test too, is
 # compared with the newest tag of its own (vX.Y.Z for the root module,
 # DIR/vX.Y.Z for the module in DIR) by golang.org/x/exp/cmd/apidiff,
 # package by package (packages added and removed included). A module
@@ -27,13 +27,8 @@ packages() {
 		grep -vE '(^|/)(internal|testing)(/|$)' || true
 }
 
-mapfile -t dirs < <(go work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p')
+mapfile -t dirs < <(cd scripts/modproxy && go run . -root ../.. -public)
 for dir in "${dirs[@]}"; do
-	dir=${dir#./}
-	[ -z "$dir" ] && dir=.
-	case "$dir" in
-	bench/peers | examples | scripts/modproxy | testing/* | */testing/*) continue ;;
-	esac
 	prefix=""
 	[ "$dir" != . ] && prefix="$dir/"
 	mod=$(awk '$1 == "module" { print $2; exit }' "$dir/go.mod")

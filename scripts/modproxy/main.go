@@ -26,6 +26,10 @@
 //
 //	go run ./scripts/modproxy -root . -out /tmp/proxy
 //	GOWORK=off GOPROXY=file:///tmp/proxy,file://$(go env GOMODCACHE)/cache/download go mod tidy -diff
+//
+// With -public it writes nothing and prints the directories of the modules
+// users require (publicDirs), which that test installs and
+// scripts/apidiff.sh reports the API changes of.
 package main
 
 import (
@@ -51,9 +55,19 @@ func main() {
 	root := flag.String("root", ".", "the checkout's root directory")
 	out := flag.String("out", "", "the directory to write the proxy to (required)")
 	version := flag.String("version", "v0.1.0", "the version every module is served at")
+	public := flag.Bool("public", false, "print the directories of the public modules (those users require), one a line, and write nothing")
 	flag.Parse()
+	if *public && flag.NArg() == 0 {
+		dirs, err := publicDirs(*root)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "modproxy:", err)
+			os.Exit(1)
+		}
+		fmt.Println(strings.Join(dirs, "\n"))
+		return
+	}
 	if *out == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: modproxy -out DIR [-root DIR] [-version v0.1.0]")
+		fmt.Fprintln(os.Stderr, "usage: modproxy -out DIR [-root DIR] [-version v0.1.0] | modproxy -public [-root DIR]")
 		os.Exit(2)
 	}
 	mods, err := write(*root, *out, *version)

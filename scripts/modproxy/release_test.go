@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,17 +17,6 @@ import (
 
 // releaseVersion is the version the outside-user test installs.
 const releaseVersion = "v0.1.0"
-
-// tooling are the modules of go.work that are not for users to require:
-// they are published with the repository's tags all the same, but nothing
-// promises their API. Every other module of go.work is public, a module
-// in a testing/ directory (a test harness) aside, so that a new module is
-// covered by TestOutsideUser without a change here.
-var tooling = map[string]bool{
-	"bench/peers":      true, // benchmarks against the peer libraries
-	"examples":         true, // programs to read and run from a checkout
-	"scripts/modproxy": true, // this tool
-}
 
 // TestOutsideUser installs the release as a user outside the repository
 // does: every module of the work tree is served at v0.1.0 from its tag
@@ -107,34 +95,21 @@ func TestOutsideUser(t *testing.T) {
 	}
 }
 
-// publicModules returns the modules of root's go.work that users require:
-// all but the tooling and the test harnesses, in go.work's order.
+// publicModules returns the modules of root's go.work that users require
+// (publicDirs), in go.work's order.
 func publicModules(t *testing.T, root string, mods []Module) []Module {
 	t.Helper()
-	cmd := exec.Command("go", "work", "edit", "-json")
-	cmd.Dir = root
-	out, err := cmd.Output()
+	dirs, err := publicDirs(root)
 	if err != nil {
-		t.Fatalf("go work edit -json: %v", err)
-	}
-	var work struct{ Use []struct{ DiskPath string } }
-	if err := json.Unmarshal(out, &work); err != nil {
 		t.Fatal(err)
 	}
 	var public []Module
-	for _, u := range work.Use {
-		dir := path.Clean(filepath.ToSlash(u.DiskPath))
-		if tooling[dir] || slices.Contains(strings.Split(dir, "/"), "testing") {
-			continue
-		}
+	for _, dir := range dirs {
 		i := slices.IndexFunc(mods, func(m Module) bool { return m.Dir == dir })
 		if i < 0 {
-			t.Fatalf("go.work uses %s, which is not a module of the work tree", u.DiskPath)
+			t.Fatalf("go.work uses %s, which is not a module of the work tree", dir)
 		}
 		public = append(public, mods[i])
-	}
-	if len(public) == 0 {
-		t.Fatal("go.work has no public module")
 	}
 	return public
 }

@@ -19,6 +19,9 @@ import (
 // short enough that a change in the machine's speed falls on every layer.
 const layersBlock = 100
 
+// layersPause is the pause before each cycle of BenchmarkLayers/sporadic.
+const layersPause = 10 * time.Millisecond
+
 // BenchmarkLayers measures where one uncontended acquire and one release
 // spend their time, a layer at a time, on one go-redis client and one
 // private redis-server:
@@ -34,7 +37,12 @@ const layersBlock = 100
 // It runs twice: on a client with ContextTimeoutEnabled, and on a client
 // with go-redis's default options, where the backend hands each request to
 // a goroutine of its own (see the package documentation); each layer also
-// reports the process's CPU per cycle ("client-cpu-µs", ...).
+// reports the process's CPU per cycle ("client-cpu-µs", ...). A third run,
+// "sporadic", pauses layersPause before each cycle, as a service that
+// locks now and then does: the CPUs idle in between (on this project's VM
+// Redis then spends several times as long on each script call as back to
+// back), so every layer runs cold, and the layers take turns a cycle at a
+// time. That run needs a count of cycles (-benchtime 2000x: 20 s).
 //
 // Every step gets a fresh request context (context.WithTimeout, 10 s), as
 // in an HTTP handler. The layers take turns in blocks of layersBlock
@@ -47,11 +55,14 @@ const layersBlock = 100
 //	go test -run '^$' -bench Layers -benchtime 20000x -count 3 ./redisbackend
 func BenchmarkLayers(b *testing.B) {
 	srv := servertest.Redis(b)
-	b.Run("ContextTimeoutEnabled", func(b *testing.B) { benchmarkLayers(b, srv.Addr(), true) })
-	b.Run("default-client", func(b *testing.B) { benchmarkLayers(b, srv.Addr(), false) })
+	b.Run("ContextTimeoutEnabled", func(b *testing.B) { benchmarkLayers(b, srv.Addr(), true, 0) })
+	b.Run("default-client", func(b *testing.B) { benchmarkLayers(b, srv.Addr(), false, 0) })
+	b.Run("sporadic", func(b *testing.B) { benchmarkLayers(b, srv.Addr(), true, layersPause) })
 }
 
-func benchmarkLayers(b *testing.B, addr string, contextTimeouts bool) {
+// benchmarkLayers runs the layers on a go-redis client with or without
+// ContextTimeoutEnabled, each cycle after pause (none: back to back).
+func benchmarkLayers(b *testing.B, addr string, contextTimeouts bool, pause time.Duration) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 256, ContextTimeoutEnabled: contextTimeouts})
 	backend := redisbackend.New(rdb)
 	client := fencelock.New(backend)
@@ -118,9 +129,16 @@ func benchmarkLayers(b *testing.B, addr string, contextTimeouts bool) {
 			return acquire, step(lk.Release)
 		}},
 	}
+	block := layersBlock
+	if pause > 0 {
+		block = 1 // cold by design: nothing to warm up
+	}
 	i := 0
 	for b.Loop() {
-		l := layers[(i/layersBlock)%len(layers)]
+		if pause > 0 {
+			time.Sleep(pause) // the idle time between a service's requests, not a wait for an event
+		}
+		l := layers[(i/block)%len(layers)]
 		cpu := cpuTime()
 		acquire, release := l.cycle()
 		l.cpu += cpuTime() - cpu

@@ -876,16 +876,15 @@ func analyzePrim(res *Result, obs *primObserved, t0, end int64) {
 // most holders at once and for breaks of the rule.
 func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 	ps := res.Prim
-	type point = sweepPoint
-	var pts []point
-	var names []string // what each interval is, for a failure's reason
+	var pts []sweepPoint
+	var spans []sweepSpan // what each interval is, for a failure's reason
 	add := func(from, to int64, kind, name string) {
 		if to <= from || kind == holdPlainRun {
 			return
 		}
 		w := kind == holdWrite
-		pts = append(pts, point{from, 1, w, len(names)}, point{to, -1, w, len(names)})
-		names = append(names, name)
+		pts = append(pts, sweepPoint{from, 1, w, len(spans)}, sweepPoint{to, -1, w, len(spans)})
+		spans = append(spans, sweepSpan{name, from, to})
 	}
 	for _, h := range holds {
 		add(h.Acquired, h.End, h.Kind, fmt.Sprintf("worker %d's %s (fence %d)", h.Worker, h.Kind, h.Fence))
@@ -914,9 +913,9 @@ func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 		}
 	}
 	// Ends before starts at the same instant: intervals are half-open.
-	slices.SortFunc(pts, func(a, b point) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
-	var others, writers int     // holders that are not writers; writers
-	open := make(map[int]int64) // the intervals open: their starts
+	slices.SortFunc(pts, func(a, b sweepPoint) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
+	var others, writers int    // holders that are not writers; writers
+	open := make(map[int]bool) // the intervals open, by index into spans
 	broken := false
 	for _, p := range pts {
 		if p.write {
@@ -925,7 +924,7 @@ func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 			others += p.delta
 		}
 		if p.delta > 0 {
-			open[p.what] = p.at
+			open[p.what] = true
 		} else {
 			delete(open, p.what)
 		}
@@ -943,7 +942,7 @@ func primSweep(res *Result, obs *primObserved, holds []*primHold) {
 			ps.Overlaps++
 			if ps.Overlaps <= 3 {
 				res.Reasons = append(res.Reasons, fmt.Sprintf("beyond the rule in the hold intervals: %d holders and %d writers at once, %v into the run: %s",
-					others, writers, nanos(p.at-pts[0].at), openIntervals(open, pts, names, pts[0].at)))
+					others, writers, nanos(p.at-pts[0].at), openSpans(open, spans, pts[0].at)))
 			}
 		}
 		broken = bad
@@ -956,22 +955,23 @@ type sweepPoint struct {
 	at    int64
 	delta int
 	write bool
-	what  int // the interval: an index into primSweep's names
+	what  int // the interval: an index into primSweep's spans
 }
 
-// openIntervals names the intervals in open (index into names: start)
-// with their starts and ends relative to t0, for a failure's reason.
-func openIntervals(open map[int]int64, pts []sweepPoint, names []string, t0 int64) string {
-	ends := make(map[int]int64, len(open))
-	for _, p := range pts {
-		if _, ok := open[p.what]; ok && p.delta < 0 {
-			ends[p.what] = p.at
-		}
-	}
+// sweepSpan is a hold interval of primSweep, named for a failure's reason.
+type sweepSpan struct {
+	name     string
+	from, to int64 // mono
+}
+
+// openSpans names the spans in open (indexes into spans) with their starts
+// and ends relative to t0, for a failure's reason.
+func openSpans(open map[int]bool, spans []sweepSpan, t0 int64) string {
 	ids := slices.Sorted(maps.Keys(open))
 	parts := make([]string, 0, len(ids))
 	for _, id := range ids {
-		parts = append(parts, fmt.Sprintf("%s %.3f-%.3f ms", names[id], float64(open[id]-t0)/1e6, float64(ends[id]-t0)/1e6))
+		sp := spans[id]
+		parts = append(parts, fmt.Sprintf("%s %.3f-%.3f ms", sp.name, float64(sp.from-t0)/1e6, float64(sp.to-t0)/1e6))
 	}
 	return strings.Join(parts, "; ")
 }

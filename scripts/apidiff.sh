@@ -27,7 +27,9 @@ packages() {
 		grep -vE '(^|/)(internal|testing)(/|$)' || true
 }
 
-mapfile -t dirs < <(cd scripts/modproxy && go run . -root ../.. -public)
+# An assignment, not a process substitution: set -e then stops on its error.
+public=$(cd scripts/modproxy && go run . -root ../.. -public)
+mapfile -t dirs <<<"$public"
 for dir in "${dirs[@]}"; do
 	prefix=""
 	[ "$dir" != . ] && prefix="$dir/"

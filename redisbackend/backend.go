@@ -157,17 +157,14 @@ func (b *Backend) acquireLock(ctx context.Context, req driver.Request) (driver.R
 	res, err := guard(b, ctx, func(ctx context.Context) (driver.Result, error) {
 		keys := []string{k.lock, k.fence, k.tombstone(req.Token)}
 		args := b.acquireArgs(k, req)
-		var vals []int64
-		var err error
 		if b.ack != nil {
-			vals, err = b.acquireAcked(ctx, acquireScript, keys, k, req, args)
-		} else {
-			vals, err = b.pipe.run(ctx, acquireScript, keys, args...).int64Slice()
+			return b.acquireAcked(ctx, acquireScript, keys, k, req, args)
 		}
+		res, err := acquireReply(b.pipe.run(ctx, acquireScript, keys, args...))
 		if err != nil {
 			return driver.Result{}, classify(err)
 		}
-		return acquireResult(vals)
+		return res, nil
 	})
 	if err == nil {
 		b.notifyAcquired(ctx, req, res, k)

@@ -73,17 +73,14 @@ func (b *Backend) acquireFair(ctx context.Context, req driver.Request, place, gr
 		args = append(args, req.Identity)
 	}
 	res, err := guard(b, ctx, func(ctx context.Context) (driver.Result, error) {
-		var vals []int64
-		var err error
 		if b.ack != nil {
-			vals, err = b.acquireAcked(ctx, fairAcquireScript, keys, k, req, args)
-		} else {
-			vals, err = b.pipe.run(ctx, fairAcquireScript, keys, args...).int64Slice()
+			return b.acquireAcked(ctx, fairAcquireScript, keys, k, req, args)
 		}
+		res, err := acquireReply(b.pipe.run(ctx, fairAcquireScript, keys, args...))
 		if err != nil {
 			return driver.Result{}, classify(err)
 		}
-		return acquireResult(vals)
+		return res, nil
 	})
 	if err == nil {
 		b.notifyAcquired(ctx, req, res, k)
@@ -91,7 +88,29 @@ func (b *Backend) acquireFair(ctx context.Context, req driver.Request, place, gr
 	return res, err
 }
 
-// acquireResult decodes the reply of an acquire script.
+// acquireReply decodes the reply of a lock's acquire script (acquire.lua,
+// fair_acquire.lua): the new fence alone when it took a free lock, a
+// table of integers otherwise (acquireResult).
+func acquireReply(r Reply) (driver.Result, error) {
+	if r.Err != nil {
+		return driver.Result{}, r.Err
+	}
+	if fence, ok := r.Value.(int64); ok {
+		if fence <= 0 {
+			return driver.Result{}, fmt.Errorf("redisbackend: acquire script returned fence %d", fence)
+		}
+		return driver.Result{Acquired: true, Fence: fence, Holds: 1}, nil
+	}
+	vals, err := r.int64Slice()
+	if err != nil {
+		return driver.Result{}, err
+	}
+	return acquireResult(vals)
+}
+
+// acquireResult decodes the table reply of an acquire script: {1, fence,
+// holds} when held, {0, 0, 0, the holder's remaining lease (ms) or -1}
+// when not.
 func acquireResult(vals []int64) (driver.Result, error) {
 	var res driver.Result
 	if len(vals) < 3 {

@@ -42,11 +42,11 @@ func (b *Backend) AcquireTick(ctx context.Context, req driver.TickRequest) (driv
 		if b.ack != nil {
 			return b.acquireTickAcked(ctx, keys, k, req, args)
 		}
-		reply, err := b.pipe.run(ctx, acquireTickScript, keys, args...).slice()
+		res, err := tickResult(b.pipe.run(ctx, acquireTickScript, keys, args...))
 		if err != nil {
 			return driver.TickResult{}, classify(err)
 		}
-		return tickResult(reply)
+		return res, nil
 	})
 	if err == nil {
 		b.notifyAcquired(ctx, req.Request, res.Result, k)
@@ -62,13 +62,12 @@ func (b *Backend) acquireTickAcked(ctx context.Context, keys []string, k lockKey
 	if err != nil {
 		return driver.TickResult{}, classify(err)
 	}
-	reply, err := cmd.slice()
+	res, err := tickResult(cmd)
 	if err != nil {
 		return driver.TickResult{}, classify(err)
 	}
-	res, err := tickResult(reply)
-	if err != nil || !res.Acquired || acks >= int64(b.ack.replicas) {
-		return res, err
+	if !res.Acquired || acks >= int64(b.ack.replicas) {
+		return res, nil
 	}
 	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).int64(); err != nil {
 		return driver.TickResult{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
@@ -111,9 +110,14 @@ func checkTick(req driver.TickRequest) error {
 	return checkLease("record life", req.RecordLife)
 }
 
-// tickResult decodes the reply of the tick script: the acquire script's,
-// or {2, tick, token} when the tick was claimed.
-func tickResult(reply []any) (driver.TickResult, error) {
+// tickResult decodes the reply of the tick script: the acquire script's
+// (acquireReply), or {2, tick, token} when the tick was claimed.
+func tickResult(r Reply) (driver.TickResult, error) {
+	reply, ok := r.Value.([]any)
+	if r.Err != nil || !ok {
+		res, err := acquireReply(r)
+		return driver.TickResult{Result: res}, err
+	}
 	if len(reply) == 3 {
 		if n, ok := reply[0].(int64); ok && n == 2 {
 			tick, ok1 := reply[1].(string)

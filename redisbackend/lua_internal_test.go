@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"reflect"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/driver"
 	"github.com/fencelock/fencelock/testing/servertest"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,7 +36,7 @@ var luaCases = []luaCase{
 		wantTaken(t, reply)
 		// Re-entry by the same owner adds a hold with the same fence.
 		again := evalSHA(t, ctx, rdb, acquireScript, keys, "owner", "tok2", 10000, 0, 0)
-		wantReply(t, again, []any{int64(1), reply.([]any)[1], int64(2)})
+		wantReply(t, again, []any{int64(1), reply, int64(2)})
 		// Another owner is refused with the holder's lease.
 		refused := evalSHA(t, ctx, rdb, acquireScript, keys, "other", "tok3", 10000, 0, 0).([]any)
 		if refused[0] != int64(0) || refused[3].(int64) <= 0 {
@@ -115,7 +117,7 @@ var luaCases = []luaCase{
 		}
 	}},
 	{"holds_release.lua", holdsReleaseScript, func(t *testing.T, ctx context.Context, rdb *redis.Client) {
-		wantTaken(t, eval(t, ctx, rdb, semAcquireScript, []string{"{hr}:sem", "{hr}:sem:info", "{hr}:sem:fence", "{hr}:sem:tomb"}, "tok", 10000, 0, 0, 1))
+		wantHoldTaken(t, eval(t, ctx, rdb, semAcquireScript, []string{"{hr}:sem", "{hr}:sem:info", "{hr}:sem:fence", "{hr}:sem:tomb"}, "tok", 10000, 0, 0, 1))
 		keys := []string{"{hr}:sem", "{hr}:sem:info", "{hr}:sem:tomb", "{hr}:sem:w", "{hr}:sem:r", "{hr}:sem:a"}
 		wantReply(t, evalSHA(t, ctx, rdb, holdsReleaseScript, keys, "tok", "{hr}:released", 0, 0), int64(0))
 		wantReply(t, evalSHA(t, ctx, rdb, holdsReleaseScript, keys, "tok", "{hr}:released", 0, 0), int64(-1))
@@ -123,7 +125,7 @@ var luaCases = []luaCase{
 	{"holds_renew.lua", holdsRenewScript, func(t *testing.T, ctx context.Context, rdb *redis.Client) {
 		keys := []string{"{hn}:sem", "{hn}:sem:info", "{hn}:sem:w", "{hn}:sem:r", "{hn}:sem:a"}
 		wantReply(t, evalSHA(t, ctx, rdb, holdsRenewScript, keys, "tok", 10000), int64(0))
-		wantTaken(t, eval(t, ctx, rdb, semAcquireScript, []string{"{hn}:sem", "{hn}:sem:info", "{hn}:sem:fence", "{hn}:sem:tomb"}, "tok", 1000, 0, 0, 1))
+		wantHoldTaken(t, eval(t, ctx, rdb, semAcquireScript, []string{"{hn}:sem", "{hn}:sem:info", "{hn}:sem:fence", "{hn}:sem:tomb"}, "tok", 1000, 0, 0, 1))
 		wantReply(t, evalSHA(t, ctx, rdb, holdsRenewScript, keys, "tok", 10000), int64(1))
 	}},
 	{"holds_ttl.lua", holdsTTLScript, func(t *testing.T, ctx context.Context, rdb *redis.Client) {
@@ -131,7 +133,7 @@ var luaCases = []luaCase{
 	}},
 	{"rw_acquire.lua", rwAcquireScript, func(t *testing.T, ctx context.Context, rdb *redis.Client) {
 		keys := []string{"{rw}:rw", "{rw}:rw:info", "{rw}:rw:fence", "{rw}:rw:tomb", "{rw}:rw:w", "{rw}:rw:r", "{rw}:rw:a"}
-		wantTaken(t, evalSHA(t, ctx, rdb, rwAcquireScript, keys, "writer", 10000, 0, 0, "1", 0))
+		wantHoldTaken(t, evalSHA(t, ctx, rdb, rwAcquireScript, keys, "writer", 10000, 0, 0, "1", 0))
 		refused := evalSHA(t, ctx, rdb, rwAcquireScript, keys, "reader", 10000, 0, 0, "0", 5000).([]any)
 		if refused[0] != int64(0) {
 			t.Errorf("a reader while the writer holds: %v, want a refusal", refused)
@@ -139,8 +141,8 @@ var luaCases = []luaCase{
 	}},
 	{"sem_acquire.lua", semAcquireScript, func(t *testing.T, ctx context.Context, rdb *redis.Client) {
 		keys := []string{"{sem}:sem", "{sem}:sem:info", "{sem}:sem:fence", "{sem}:sem:tomb"}
-		wantTaken(t, evalSHA(t, ctx, rdb, semAcquireScript, keys, "a", 10000, 0, 0, 2))
-		wantTaken(t, evalSHA(t, ctx, rdb, semAcquireScript, keys, "b", 10000, 0, 0, 2))
+		wantHoldTaken(t, evalSHA(t, ctx, rdb, semAcquireScript, keys, "a", 10000, 0, 0, 2))
+		wantHoldTaken(t, evalSHA(t, ctx, rdb, semAcquireScript, keys, "b", 10000, 0, 0, 2))
 		refused := evalSHA(t, ctx, rdb, semAcquireScript, keys, "c", 10000, 0, 0, 2).([]any)
 		if refused[0] != int64(0) {
 			t.Errorf("a third permit of two: %v, want a refusal", refused)
@@ -244,7 +246,18 @@ func wantReply(t *testing.T, got, want any) {
 }
 
 // wantTaken checks an acquire script's reply {1, fence, holds}.
+// wantTaken checks the reply of a lock's acquire script that took a free
+// lock: the new fence alone.
 func wantTaken(t *testing.T, reply any) {
+	t.Helper()
+	if fence, ok := reply.(int64); !ok || fence <= 0 {
+		t.Fatalf("reply %#v, want a positive fence", reply)
+	}
+}
+
+// wantHoldTaken checks the reply of a semaphore's or read-write lock's
+// acquire script that took a hold: {1, fence, 1}.
+func wantHoldTaken(t *testing.T, reply any) {
 	t.Helper()
 	r, ok := reply.([]any)
 	if !ok || len(r) != 3 || r[0] != int64(1) || r[1].(int64) <= 0 || r[2] != int64(1) {
@@ -256,5 +269,37 @@ func wantExists(t *testing.T, ctx context.Context, rdb *redis.Client, key string
 	t.Helper()
 	if n := rdb.Exists(ctx, key).Val(); (n == 1) != want {
 		t.Errorf("key %s exists: %v, want %v", key, n == 1, want)
+	}
+}
+
+// TestAcquireReply: the acquire scripts' replies decode to the same
+// results whether they are the bare fence of a free lock taken or a table.
+func TestAcquireReply(t *testing.T) {
+	cases := []struct {
+		name  string
+		reply Reply
+		want  driver.Result
+		err   bool
+	}{
+		{"free lock taken", Reply{Value: int64(42)}, driver.Result{Acquired: true, Fence: 42, Holds: 1}, false},
+		{"re-entered", Reply{Value: []any{int64(1), int64(42), int64(2)}}, driver.Result{Acquired: true, Fence: 42, Holds: 2}, false},
+		{"held by another", Reply{Value: []any{int64(0), int64(0), int64(0), int64(1500)}}, driver.Result{HolderTTL: 1500 * time.Millisecond}, false},
+		{"fence not positive", Reply{Value: int64(0)}, driver.Result{}, true},
+		{"not an integer", Reply{Value: "42"}, driver.Result{}, true},
+		{"error", Reply{Err: errors.New("boom")}, driver.Result{}, true},
+	}
+	for _, c := range cases {
+		got, err := acquireReply(c.reply)
+		if (err != nil) != c.err || got != c.want {
+			t.Errorf("%s: acquireReply(%v) = %+v, %v; want %+v, error %v", c.name, c.reply.Value, got, err, c.want, c.err)
+		}
+		tick, err := tickResult(c.reply)
+		if (err != nil) != c.err || tick.Result != c.want || tick.Claimed {
+			t.Errorf("%s: tickResult(%v) = %+v, %v; want %+v, error %v", c.name, c.reply.Value, tick, err, c.want, c.err)
+		}
+	}
+	claimed, err := tickResult(Reply{Value: []any{int64(2), "t1", "tok"}})
+	if err != nil || !claimed.Claimed || claimed.LastTick != "t1" || claimed.LastToken != "tok" {
+		t.Errorf("tickResult of a claimed tick = %+v, %v", claimed, err)
 	}
 }

@@ -83,23 +83,26 @@ func (b *Backend) runAcked(ctx context.Context, s script, keys []string, args ..
 	return r, acks, err
 }
 
-// acquireAcked runs an acquire script with replica acknowledgement. An
-// acquisition too few replicas acknowledged is released again at once.
-func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k lockKeys, req driver.Request, args []any) ([]int64, error) {
+// acquireAcked runs a lock's acquire script with replica acknowledgement.
+// An acquisition too few replicas acknowledged is released again at once.
+func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k lockKeys, req driver.Request, args []any) (driver.Result, error) {
 	cmd, acks, err := b.runAcked(ctx, s, keys, args...)
 	if err != nil {
-		return nil, err
+		return driver.Result{}, classify(err)
 	}
-	vals, err := cmd.int64Slice()
-	if err != nil || len(vals) == 0 || vals[0] != 1 || acks >= int64(b.ack.replicas) {
-		return vals, err
+	res, err := acquireReply(cmd)
+	if err != nil {
+		return driver.Result{}, classify(err)
+	}
+	if !res.Acquired || acks >= int64(b.ack.replicas) {
+		return res, nil
 	}
 	// Held, but a failover now could lose it: undo it. A retry of the same
 	// token later starts from scratch.
 	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).int64(); err != nil {
-		return nil, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
+		return driver.Result{}, classify(fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err))
 	}
-	return nil, b.ack.notReplicated(acks)
+	return driver.Result{}, classify(b.ack.notReplicated(acks))
 }
 
 // renewAcked renews a batch with replica acknowledgement: per master, one

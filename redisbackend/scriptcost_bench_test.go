@@ -60,10 +60,10 @@ redis.call('HSET', lock, 'owner', owner, 'fence', string.format('%d', fence), ho
 		stages = append(stages, struct{ name, src string }{s.name, body + "return 1"})
 	}
 	stages = append(stages,
-		struct{ name, src string }{"6-reply", body + "return {1, fence, 1}"},
+		struct{ name, src string }{"6-reply", body + "return fence"},
 		struct{ name, src string }{"full", acquireScript.src},
 		struct{ name, src string }{"set-px", head + steps[0].src + steps[1].src + steps[2].src +
-			"redis.call('SET', lock, owner, 'PX', ttl) return {1, fence, 1}"})
+			"redis.call('SET', lock, owner, 'PX', ttl) return fence"})
 
 	keys := []string{"{k}:lock", "{k}:fence", "{k}:tombstone:token"}
 	args := []any{"owner-0123456789abcdefghij", "token-0123456789abcdefghij", 10000, 0, 0}

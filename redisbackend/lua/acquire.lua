@@ -5,8 +5,9 @@
 --
 -- KEYS: lock, fence counter, tombstone
 -- ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor[, process, identity]
--- Returns {1, fence, holds} when held, {0, 0, 0, holder's remaining lease
--- (ms), or -1} when not.
+-- Returns the new fence alone when it takes a free lock (take.lua),
+-- {1, fence, holds} when it re-enters a lock its owner holds, and {0, 0, 0,
+-- holder's remaining lease (ms), or -1} when it does not hold the lock.
 --
 -- The process is the id of the caller's notifier when it waits for the
 -- lock (a waiter of that process watches its releases), "" otherwise: a

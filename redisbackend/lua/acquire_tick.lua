@@ -35,7 +35,7 @@ if last[1] and not mine and not before(last[1], tick) then
   return {2, last[1], last[2] or ''}
 end
 local res = acquire({unpack(ARGV, 3)})
-if res[1] == 1 then
+if type(res) == 'number' or res[1] == 1 then
   if not mine then
     if last[1] then
       redis.call('HSET', record, 'tick', tick, 'token', token, 'ptick', last[1], 'ptoken', last[2] or '')

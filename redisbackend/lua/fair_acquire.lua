@@ -7,8 +7,9 @@
 -- KEYS: lock, fence counter, tombstone, queue, queue ends
 -- ARGV: owner, token, ttl (ms), counter expiry (ms, 0: none), fence floor, place (ms), channel,
 --       grant (ms, 0: no grants), attempt number, the waiter's own channel ("": none)[, identity]
--- Returns {1, fence, holds} when held; when not, {0, 0, 0, ms until the
--- holder's lease or the first waiter's place ends, or -1}.
+-- Returns the new fence alone when it takes the free lock (take.lua),
+-- {1, fence, holds} when it re-enters; when not held, {0, 0, 0, ms until
+-- the holder's lease or the first waiter's place ends, or -1}.
 --
 -- Uncontended (no lock, no tombstone, no line: one EXISTS of the three), it
 -- runs the commands the acquire script runs, and includes the helpers of
@@ -63,7 +64,7 @@ local head, headEnds = nil, 0
 if not holder then
   head, headEnds = queue_head(queue, queueEnds, now)
   if not head or head == token then
-    local reply = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[11])
+    local fence = take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, ARGV[11])
     if head then
       leave_line(queue, queueEnds, token)
       if redis.call('EXISTS', queue) == 1 then
@@ -73,7 +74,7 @@ if not holder then
         redis.call('DEL', queueEnds)
       end
     end
-    return reply
+    return fence
   end
 end
 

@@ -41,8 +41,8 @@ local function grant_next(lock, counter, queue, queueEnds, channel, counterTTL, 
       else
         redis.call('DEL', queueEnds)
       end
-      local reply = take(lock, counter, g.o, 't:' .. head, nowUs, tonumber(g.l), tonumber(g.f), counterTTL, g.i, others)
-      redis.call('PUBLISH', g.c or channel, 'grant:' .. head .. ':' .. string.format('%d', reply[2]) .. ':' .. g.s)
+      local fence = take(lock, counter, g.o, 't:' .. head, nowUs, tonumber(g.l), tonumber(g.f), counterTTL, g.i, others)
+      redis.call('PUBLISH', g.c or channel, 'grant:' .. head .. ':' .. string.format('%d', fence) .. ':' .. g.s)
       return
     end
     -- The head's place lapsed: drop it and look at the next.

@@ -56,8 +56,8 @@ if ends and #others == 0 and not waited and not turns and ARGV[3] == '0' then
     return {0, 0}
   end
   --#include take.lua
-  local taken = take(lock, KEYS[5], ARGV[8], 't:' .. ARGV[8], now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[4]), ARGV[11])
-  return {0, taken[2]}
+  local fence = take(lock, KEYS[5], ARGV[8], 't:' .. ARGV[8], now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[4]), ARGV[11])
+  return {0, fence}
 end
 
 --#include take.lua
@@ -118,9 +118,9 @@ if live == 0 then
       -- The releasing process's turn goes on: its next waiter gets the
       -- lock (take writes the holder's fields anew), and the line stays.
       redis.call('HDEL', lock, 'id', unpack(drop))
-      local taken = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), counterTTL, ARGV[11], true)
+      local fence = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), counterTTL, ARGV[11], true)
       redis.call('HSET', lock, 'streak', string.format('%d', streak + 1))
-      return reply(0, taken[2])
+      return reply(0, fence)
     end
     local yielded = name_next(lock, channel, turns, process, processWaits, graceMs, drop)
     if yielded ~= nil then
@@ -131,8 +131,8 @@ if live == 0 then
   if waited or turns then
     grant_next(lock, counter, queue, queueEnds, channel, counterTTL, true)
   elseif nextToken and left == 0 and redis.call('EXISTS', KEYS[6]) == 0 then
-    local taken = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), counterTTL, ARGV[11])
-    return reply(0, taken[2])
+    local fence = take(lock, counter, nextToken, 't:' .. nextToken, now_us(), tonumber(ARGV[9]), tonumber(ARGV[10]), counterTTL, ARGV[11])
+    return reply(0, fence)
   end
 else
   redis.call('HDEL', lock, unpack(drop))

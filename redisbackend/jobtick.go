@@ -69,8 +69,8 @@ func (b *Backend) acquireTickAcked(ctx context.Context, keys []string, k lockKey
 	if !res.Acquired || acks >= int64(b.ack.replicas) {
 		return res, nil
 	}
-	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).int64(); err != nil {
-		return driver.TickResult{}, fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err)
+	if err := b.releaseUnreplicated(ctx, k, req.Token, acks); err != nil {
+		return driver.TickResult{}, err
 	}
 	if err := b.pipe.run(ctx, undoTickClaimScript, []string{k.tick()}, req.Token).Err; err != nil {
 		return driver.TickResult{}, fmt.Errorf("%w (and undoing its claim of the tick failed: %w)", b.ack.notReplicated(acks), err)

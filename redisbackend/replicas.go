@@ -27,7 +27,9 @@ type replicaAck struct {
 // replicas acknowledge an acquire in time, the backend releases it again and
 // the acquire fails with an error matching driver.ErrNotReplicated and
 // fencelock.ErrNotAcquired; a waiting Acquire counts it as a failure and
-// tries again (WithMaxFailures). A renewal that is not acknowledged counts
+// tries again (WithMaxFailures). When that release fails too, the hold may
+// still be on the server: the error then says so and matches neither, and
+// the Client releases the hold in the background as after a lost reply. A renewal that is not acknowledged counts
 // as failed: the lease is not counted as extended, so the local deadline
 // does not move, and the lock is lost at it unless a later renewal is
 // acknowledged.
@@ -70,6 +72,18 @@ func (a *replicaAck) notReplicated(acks int64) error {
 	return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", driver.ErrNotReplicated, acks, a.replicas, a.timeout)
 }
 
+// unreleased is the error of an acquisition too few replicas acknowledged
+// whose undoing release failed (err): the hold may still be on the server.
+// It matches neither driver.ErrNotReplicated, which says the store released
+// the acquisition, nor driver.ErrNotSent, so the Client takes the acquire
+// as one that may have been applied: it retries the token, or releases the
+// hold in the background. err is kept in the text only, since a transport
+// may have marked it ErrNotSent, which is the release's and not the
+// acquire's.
+func (a *replicaAck) unreleased(acks int64, err error) error {
+	return fmt.Errorf("redisbackend: acquired, but %d of %d replicas acknowledged within %v, and releasing it again failed: %v", acks, a.replicas, a.timeout, err)
+}
+
 // runAcked runs s and then WAIT in one pipeline on the connection of keys[0]'s
 // master (again with EVAL if the script was not cached), and returns the
 // script's reply and the number of acknowledgements.
@@ -99,10 +113,20 @@ func (b *Backend) acquireAcked(ctx context.Context, s script, keys []string, k l
 	}
 	// Held, but a failover now could lose it: undo it. A retry of the same
 	// token later starts from scratch.
-	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(req.Token), req.Token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).int64(); err != nil {
-		return driver.Result{}, classify(fmt.Errorf("%w (and its release failed: %w)", b.ack.notReplicated(acks), err))
+	if err := b.releaseUnreplicated(ctx, k, req.Token, acks); err != nil {
+		return driver.Result{}, err
 	}
-	return driver.Result{}, classify(b.ack.notReplicated(acks))
+	return driver.Result{}, b.ack.notReplicated(acks)
+}
+
+// releaseUnreplicated releases the hold of token on the lock k, which only
+// acks replicas acknowledged (too few). It returns nil when the release
+// went through, and the acquire's error otherwise (replicaAck.unreleased).
+func (b *Backend) releaseUnreplicated(ctx context.Context, k lockKeys, token string, acks int64) error {
+	if _, err := b.pipe.run(ctx, releaseScript, k.releaseKeys(token), token, k.channel, 0, ms(b.counterExpiry), "", "0", 0).int64(); err != nil {
+		return b.ack.unreleased(acks, err)
+	}
+	return nil
 }
 
 // renewAcked renews a batch with replica acknowledgement: per master, one

@@ -29,10 +29,10 @@ type replicaAck struct {
 // fencelock.ErrNotAcquired; a waiting Acquire counts it as a failure and
 // tries again (WithMaxFailures). When that release fails too, the hold may
 // still be on the server: the error then says so and matches neither, and
-// the Client releases the hold in the background as after a lost reply. A renewal that is not acknowledged counts
-// as failed: the lease is not counted as extended, so the local deadline
-// does not move, and the lock is lost at it unless a later renewal is
-// acknowledged.
+// the Client releases the hold in the background as after a lost reply.
+// A renewal that is not acknowledged counts as failed: the lease is not
+// counted as extended, so the local deadline does not move, and the lock
+// is lost at it unless a later renewal is acknowledged.
 //
 // What WAIT does not give: it is not consensus. An acknowledged write is in
 // the memory of that many replicas, not on their disks; a failover after a
